@@ -566,6 +566,7 @@ class Decoder:
                 _hidden_reasoning(parsed),
                 parsed.choice_count,
                 parsed.choices_unfinished,
+                parsed.choices_finish,
                 *_server_timings(parsed),
                 rec.get("source_id"),
                 _int(rec.get("repeat")),

@@ -131,7 +131,7 @@ def _arguments(call: dict[str, Any]) -> str:
 Position = tuple[int | str | None, dict[int | str, float]]
 
 
-def logprob_positions(events: Sequence[dict[str, Any]], api: str | None = None) -> list[Position]:
+def logprob_positions(events: Sequence[dict[str, Any]], api: str | None = None, choice: int = 0) -> list[Position]:
     """Per output position, the token the engine chose (its id, or its text when no id) and the
     top-k {token: logprob} it reported (an entry of another shape, a logprob that isn't a number, is
     no entry). Ollama's native API (``api`` "ollama-*") sends each object's positions as a list of
@@ -142,7 +142,11 @@ def logprob_positions(events: Sequence[dict[str, Any]], api: str | None = None) 
     A legacy completion (``/v1/completions`` of vLLM, llama-cpp-python, OpenAI) sends parallel lists,
     ``tokens``, ``token_logprobs`` and ``top_logprobs`` (each a {token: logprob}); llama.cpp's native
     ``/completion`` (``api`` "llamacpp", ``n_probs``) sends ``completion_probabilities`` beside
-    ``content``, each entry a chat completion's, in the first answer's events (``index`` 0)."""
+    ``content``, each entry a chat completion's, in the first answer's events (``index`` 0).
+    ``choice``: the answer whose positions (n > 1: each choice is an answer, ``index`` k; llama.cpp's
+    answer to prompt k): Ollama's and the Responses API's answers are one choice."""
+    if choice and (api == "responses" or (api is not None and api.startswith("ollama"))):
+        return []
     if api == "responses":
         return _responses_positions(events)
     positions: list[Position] = []
@@ -151,13 +155,13 @@ def logprob_positions(events: Sequence[dict[str, Any]], api: str | None = None) 
             positions += _positions(event.get("logprobs"))
             continue
         if api == "llamacpp":
-            if not as_int(event.get("index")):  # another prompt's answer: no position of the first's
+            if (as_int(event.get("index")) or 0) == choice:  # its answer to another prompt: none of this one's
                 positions += _positions(event.get("completion_probabilities"))
             continue
-        for choice in as_list(event.get("choices")):
-            if not isinstance(choice, dict) or choice_index(choice) != 0:
+        for answer in as_list(event.get("choices")):
+            if not isinstance(answer, dict) or choice_index(answer) != choice:
                 continue
-            logprobs = choice.get("logprobs")
+            logprobs = answer.get("logprobs")
             if isinstance(logprobs, dict):
                 positions += _positions(logprobs["content"]) if "content" in logprobs else _legacy_positions(logprobs)
     return positions

@@ -838,15 +838,36 @@ def failure_of(s: Summary) -> str | None:
 
 def _logprob_kl(sa: Summary, sb: Summary, at: int | None, unit: str) -> dict[str, Any] | None:
     """KL over the positions before the first divergence, when both engines reported logprobs: by
-    token where it is known by token, else up to the first position whose chosen tokens differ."""
+    token where it is known by token, else up to the first position whose chosen tokens differ.
+    n > 1: each choice is an answer, taken against the other side's choice of its index up to the
+    first position whose chosen tokens differ, and the pair's figures are over every choice's
+    positions pooled (``choices``: how many gave any, where more than one did)."""
+    parts = []
     lp_a, lp_b = sa.logprobs, sb.logprobs
-    if not (lp_a and lp_b):
-        return None
-    if unit == "character":
-        upto = shared_positions(lp_a, lp_b)
-    else:
-        upto = min(len(lp_a), len(lp_b)) if at is None else at
-    return kl_shared_prefix([top for _, top in lp_a], [top for _, top in lp_b], upto)
+    if lp_a and lp_b:
+        if unit == "character":
+            upto = shared_positions(lp_a, lp_b)
+        else:
+            upto = min(len(lp_a), len(lp_b)) if at is None else at
+        parts.append(kl_shared_prefix([top for _, top in lp_a], [top for _, top in lp_b], upto))
+    for k in sorted(sa.choice_logprobs.keys() & sb.choice_logprobs.keys()):
+        a, b = sa.choice_logprobs[k], sb.choice_logprobs[k]
+        parts.append(kl_shared_prefix([top for _, top in a], [top for _, top in b], shared_positions(a, b)))
+    return _pooled([p for p in parts if p is not None])
+
+
+def _pooled(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Choices' KL figures as one over all their positions; one choice's as it is."""
+    if len(parts) <= 1:
+        return parts[0] if parts else None
+    n = sum(p["positions"] for p in parts)
+    return {
+        "kl_mean": sum(p["kl_mean"] * p["positions"] for p in parts) / n,
+        "kl_max": max(p["kl_max"] for p in parts),
+        "top1_agreement": sum(p["top1_agreement"] * p["positions"] for p in parts) / n,
+        "positions": n,
+        "choices": len(parts),
+    }
 
 
 def _most_divergent(worst: list[dict[str, Any]]) -> list[dict[str, Any]]:

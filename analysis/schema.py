@@ -128,6 +128,7 @@ EXCHANGES = _schema(
     ("usage_hidden_reasoning_tokens", I64),
     ("choices", I32),  # answers in the body (n > 1 asks for several; the events and times are choice 0's)
     ("choices_unfinished", I32),  # of the choices other than 0, those that said no finish reason (in a stream: cut short)
+    ("choices_finish_reasons", f"list<{S}>"),  # of the choices other than 0, each's finish reason (common vocabulary)
     ("server_timings", S),
     ("server_timings_source", S),
     ("server_prompt_ms", F64),

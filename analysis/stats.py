@@ -36,7 +36,7 @@ _COLUMNS = (
     "capture, run_id, exchange_id, recorder, ok, sent_wall_ns, end_wall_ns, duration_ns, output_tokens, output_tokens_source, "
     "token_chunks, ttft_ns, ttft_content_ns, t_first_byte_ns, tpot_ns, e2e_ns, server_prompt_ms, server_decode_ms, "
     "server_cached_tokens, server_timings_source, prompt_tokens, prompt_tokens_source, cached_tokens, cached_tokens_source, "
-    'prefix_unit, prefix_shared, prefix_length, streamed, readable, parse_error, status, "end", finish_reason, tool_calls, session, session_capture, turn, think_ns, '
+    'prefix_unit, prefix_shared, prefix_length, streamed, readable, parse_error, status, "end", finish_reason, choices_finish_reasons, tool_calls, session, session_capture, turn, think_ns, '
     "choices, hidden_reasoning_tokens, client_wait_ns, unfinished"
 )
 #: Per-exchange metrics summarised as distributions: name printed -> (column, scale to the unit).
@@ -334,8 +334,13 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
             extra_group="output_tokens_source",
             source=f"(SELECT * FROM {q.m} WHERE {_OUT})",
         ),
+        # Each answer choice by how it ended (n > 1: every choice is an answer, choice 0 and the others).
+        "finish": q.rows(
+            "histogram(coalesce(f, 'unknown'))",
+            source=f"(SELECT *, unnest(list_prepend(finish_reason, coalesce(choices_finish_reasons, []))) AS f FROM {q.m})",
+        ),
         "answers": q.rows(
-            "histogram(coalesce(finish_reason, 'unknown')), count(*) FILTER (WHERE tool_calls > 0), sum(tool_calls), "
+            "count(*) FILTER (WHERE tool_calls > 0), sum(tool_calls), "
             f"count(*) FILTER (WHERE NOT readable AND {_UNKNOWN} IS NOT TRUE AND status BETWEEN 200 AND 299), "
             "count(*) FILTER (WHERE client_wait_ns > 0), "
             f"max(client_wait_ns), count(*) FILTER (WHERE ok AND output_tokens IS NULL), count(*) FILTER (WHERE {_UNSAVED}), "
@@ -388,10 +393,9 @@ def _group(
     active_s, runs = _active(parts), len(aspects["runs"][key])
     [itl_row] = aspects["itl"].get(key, [[None, None, 0]])
     [answers] = aspects["answers"][key]
-    finish, with_tools, tool_calls, unreadable, held, held_ns, uncounted, unsaved, unknown, too_large, cut, error_unread = (
-        answers[:12]
-    )
-    cut_counted, cut_uncounted, unfinished = answers[12:]
+    with_tools, tool_calls, unreadable, held, held_ns, uncounted, unsaved, unknown, too_large, cut, error_unread = answers[:11]
+    cut_counted, cut_uncounted, unfinished = answers[11:]
+    [[finish]] = aspects["finish"][key]
     # A 2xx answer that is not in the file it was imported from, that decodes past what analysis
     # reads, or that the recorder kept only in part, is neither ok nor an error (one that failed otherwise, a request the page aborted, is
     # still an error).

@@ -107,7 +107,8 @@ BATCH_ROWS = 5_000
 #: 59: a legacy completion's logprobs (``tokens``, ``top_logprobs``) and llama.cpp's ``completion_probabilities``
 #: are its logprob positions.
 #: 60: llama.cpp's post-sampling probabilities (``prob``, ``top_probs``) are logprob positions, as their logs.
-SUMMARY_VERSION = 60
+#: 61: each other choice's logprob positions (n > 1: compare's KL takes every choice).
+SUMMARY_VERSION = 61
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -182,6 +183,9 @@ class Summary:
     # Digest of an error status's body that no adapter reads (a FastAPI {"detail": "Not Found"}):
     # the exchange failed as its status says, so it is an error, not an unreadable answer.
     error_body: bytes | None = None
+    # Each other choice's logprob positions (n > 1), by its index, where it carried any: compare's KL
+    # takes each choice against the other side's choice of that index.
+    choice_logprobs: dict[int, list[Position]] = field(default_factory=dict)
 
 
 def _without_request_id(message: str | None) -> str | None:
@@ -232,7 +236,14 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         layout=out.layout,
         others=out.others,
         error_body=_digest(b"".join(decoded_chunks(record) or record.get("chunks") or [])) if error_unread(record, out) else None,
+        choice_logprobs={} if plain is not None else _choice_logprobs(out),
     )
+
+
+def _choice_logprobs(out: Output) -> dict[int, list[Position]]:
+    """The logprob positions of each choice after the first that carried any."""
+    by_choice = {c["index"]: logprob_positions(out.objects, out.api, c["index"]) for c in out.choices}
+    return {k: positions for k, positions in by_choice.items() if positions}
 
 
 def error_unread(record: dict[str, Any], out: Output) -> bool:

@@ -64,7 +64,7 @@ WITH base AS (
         coalesce(t.session, x.session) AS session, coalesce(t.session_capture, x.capture) AS session_capture,
         t.turn, t.parent_id, t.link, t.think_ns, x.model, x.method, x.path,
         x.status, x."end", x.generation, x.stream, x.api, x.streamed, x.readable, x.parse_error, x.finish_reason, x.finish_reason_raw,
-        x.tool_calls,
+        x.choices_finish_reasons, x.tool_calls,
         -- A client may hang up right after the stream's end marker, before the engine ends the body
         -- (the openai SDK closes on [DONE]); the recorder then says client_disconnected, yet every
         -- byte of the answer arrived.

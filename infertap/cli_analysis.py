@@ -338,16 +338,20 @@ def _print_output(group: dict[str, Any]) -> None:
 
 
 def _print_server_timings(st: dict[str, Any]) -> None:
-    """The engine's own timings, apart from the client-side ones: they exclude the network and queueing."""
-    if st["source"]:
-        shown = ", ".join(
-            f"server_{k} p50 {_num(st[k]['p50'], 1)} mean {_num(st[k]['mean'], 1)}"
-            for k in ("prompt_ms", "decode_ms", "cached_tokens")
-            if st[k]["n"]
-        )
-        _out(f"  server-measured ({st['source']}): {shown}")
-    else:
+    """The engine's own timings, apart from the client-side ones: they exclude the network and queueing.
+    The source names itself server-measured ("Ollama durations (server-measured)"); one that carried
+    none of these figures (an Ollama done line of ``total_duration`` and ``eval_count`` alone) says so."""
+    shown = ", ".join(
+        f"server_{k} p50 {_num(st[k]['p50'], 1)} mean {_num(st[k]['mean'], 1)}"
+        for k in ("prompt_ms", "decode_ms", "cached_tokens")
+        if st[k]["n"]
+    )
+    if not st["source"]:
         _out("  server-measured: none reported by the engine")
+    elif not shown:
+        _out(f"  {st['source']}: no prompt time, decode time or cached tokens among them")
+    else:
+        _out(f"  {st['source']}: {shown}")
 
 
 def _print_energy(

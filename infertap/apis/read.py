@@ -355,6 +355,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     out.finish_reason_raw = finish
     out.finish_reason = api.finish(finish, out.client_calls)
     out.choices = [other_choice(k, deltas) for k, deltas in sorted(others.items())]
+    out.choices_finish = [api.finish(c["finish_reason"], any(not t.get("server") for t in c["tool_calls"])) for c in out.choices]
     if out.error_message is None and (api is CHAT or api is COMPLETIONS):
         out.error_message = choices_error(out.finish_reason, out.choices)  # a choice that ended in an error
     if out.error_message is not None and out.finish_reason is None:

@@ -198,6 +198,9 @@ class Output:
         0  # blocks of reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): only counted
     )
     choices: list[dict[str, Any]] = field(default_factory=list)  # choices other than the first (n > 1): see read.py
+    # Each of ``choices``' finish reasons in the common vocabulary (None: it said none), as
+    # ``finish_reason`` is choice 0's: each choice is an answer, counted by how it ended.
+    choices_finish: list[str | None] = field(default_factory=list)
     # A cut answer's (apis.kept): (its choices, of those after the first how many said no finish
     # reason, None where the kept head and tail can't tell); a whole answer's are its ``choices``'.
     kept_choices: tuple[int, int | None] | None = None
