@@ -29,15 +29,36 @@ SELECT * FROM (
 ) WHERE gap_ns IS NOT NULL
 """
 
-# The newest enrichment of each exchange (`infertap enrich` may have run more than once), and
-# whether the capture's rebuilt prompts can stand for the engine's: not where any disagreed with the
+# Each exchange's enrichment (`infertap enrich` may have run more than once), field by field: its
+# output count from the newest enrichment that counted the output, its prompt count from the newest
+# that counted the prompt, its settings from the newest whose engine was known. A later one that could
+# not count (its probe failed, "engine unknown (probe failed)", or its tokenize call did) must not
+# erase an earlier one's count, turning an answer's tokenizer count back into token events: it says
+# nothing new about the answer. `output_run_id` and `prompt_run_id` name the run that counted each.
+# Whether the capture's rebuilt prompts can stand for the engine's: not where any disagreed with the
 # engine's own count (usage), as when the engine renders otherwise than its probed template says.
 ENRICHMENT_LATEST = """
 CREATE OR REPLACE VIEW enrichment_latest AS
-SELECT * EXCLUDE (rn), NOT coalesce(bool_or(agrees_with_usage = false) OVER (PARTITION BY capture), false) AS prompt_trusted
-FROM (
-    SELECT *, row_number() OVER (PARTITION BY capture, exchange_id ORDER BY wall DESC NULLS LAST) AS rn FROM enrichments
-) WHERE rn = 1
+WITH ranked AS (
+    SELECT *,
+        row_number() OVER (PARTITION BY capture, exchange_id ORDER BY kind IS NULL, wall DESC NULLS LAST) AS rn,
+        row_number() OVER (PARTITION BY capture, exchange_id ORDER BY output_tokens IS NULL, wall DESC NULLS LAST) AS out_rn,
+        row_number() OVER (PARTITION BY capture, exchange_id ORDER BY prompt_tokens IS NULL, wall DESC NULLS LAST) AS prompt_rn
+    FROM enrichments
+), joined AS (
+    SELECT l.* EXCLUDE (rn, out_rn, prompt_rn, prompt_tokens, prompt_ids, prompt_source, prompt_rendered,
+                        agrees_with_usage, output_tokens, output_ids, output_source),
+        p.prompt_tokens, p.prompt_ids, p.prompt_source, p.prompt_rendered, p.agrees_with_usage,
+        CASE WHEN p.prompt_tokens IS NOT NULL THEN p.run_id END AS prompt_run_id,
+        o.output_tokens, o.output_ids, o.output_source,
+        CASE WHEN o.output_tokens IS NOT NULL THEN o.run_id END AS output_run_id
+    FROM ranked l
+    JOIN ranked o ON o.capture = l.capture AND o.exchange_id IS NOT DISTINCT FROM l.exchange_id AND o.out_rn = 1
+    JOIN ranked p ON p.capture = l.capture AND p.exchange_id IS NOT DISTINCT FROM l.exchange_id AND p.prompt_rn = 1
+    WHERE l.rn = 1
+)
+SELECT *, NOT coalesce(bool_or(agrees_with_usage = false) OVER (PARTITION BY capture), false) AS prompt_trusted
+FROM joined
 """
 
 # An OpenAI stream ends its answer with a finish reason, then [DONE] (Messages with its stop reason,
@@ -89,6 +110,8 @@ WITH base AS (
              ELSE x.answer_tokens_source END AS output_tokens_source,
         CASE WHEN x.usage_completion_tokens IS NULL AND e.output_tokens IS NOT NULL
              THEN e.output_source END AS output_tokens_detail,  -- how the enrichment counted them
+        CASE WHEN x.usage_completion_tokens IS NULL AND e.output_tokens IS NOT NULL
+             THEN e.output_run_id END AS output_tokens_run_id,  -- and which enrichment (its run) did
         CASE WHEN x.usage_completion_tokens IS NOT NULL THEN coalesce(x.usage_hidden_reasoning_tokens, 0) ELSE 0 END
             AS hidden_reasoning_tokens,
         coalesce(x.choices, 1) AS choices,

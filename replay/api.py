@@ -374,10 +374,17 @@ def _run_on_ray(
             wait=True,
         )
         # A shard samples nothing itself: its header says the driver sampled its time (telemetry_by).
+        merged = ReplayStats()  # the shards' stats: recounted below once the enrichment has counted
         sharded = {**recorder, "shards": n, **({"telemetry_by": "driver"} if config.telemetry else {})}
         try:
             summary = run_sharded(
-                replace(config, shards=n), prepared.items, prepared.bodies, prepared.headers, sharded, progress=progress
+                replace(config, shards=n),
+                prepared.items,
+                prepared.bodies,
+                prepared.headers,
+                sharded,
+                progress=progress,
+                stats=merged,
             )
         finally:
             if sampler is not None:
@@ -387,6 +394,7 @@ def _run_on_ray(
                 _write_driver_samples(config, samples)
     counts = {"enriched": 0}
     if config.probe:
+        output_counts: dict[str, int] = {}
         counts = enrich_capture(
             out,
             config.engine_url,
@@ -394,6 +402,9 @@ def _run_on_ray(
             labels=config.labels,
             headers=prepared.probe_headers,
             enrich=config.enrich,
+            output_counts=output_counts,
         )
+        # the answers without usage its enrichment counted: counted so, as stats counts them (and _run_here)
+        recount(summary, merged, output_counts)
     summary.update(out=str(out), **prepared.facts(), snapshots=int(config.probe), enriched=counts["enriched"])
     return summary

@@ -113,6 +113,7 @@ class ShardWorker:
                     writer,
                     offsets=self.offsets,
                     start_ns=start_ns,
+                    enriched_later=True,
                 )
                 summary = _run_in_thread(self._main(self._replay))
             finally:
@@ -135,6 +136,7 @@ class ShardWorker:
                     "tokens_unknown": stats.tokens_unknown,
                     "tokens_by_source": dict(stats.tokens_by_source),
                     "answers_by_source": dict(stats.answers_by_source),
+                    "without_usage": stats.without_usage,
                     "ends": dict(stats.ends),
                     "statuses": dict(stats.statuses),
                     "errors": dict(stats.errors),
@@ -226,12 +228,15 @@ def run_sharded(
     *,
     progress: Callable[[ReplayStats], None] | None = None,
     worker: type[ShardWorker] = ShardWorker,
+    stats: ReplayStats | None = None,
 ) -> dict[str, Any]:
     """Replay ``items`` (``bodies`` and ``headers``: theirs, ready to send; each shard's bodies are
     read here and travel with it) in ``config.shards`` Ray
     actors (default: the cluster's CPUs) on the connected cluster and merge them into ``config.out``.
 
-    ``worker`` may be a subclass of ShardWorker (extra per-shard work, fault injection)."""
+    ``worker`` may be a subclass of ShardWorker (extra per-shard work, fault injection). ``stats``,
+    where given, receives the shards' merged stats: the driver enriches after the merge, and recounts
+    the summary's output tokens from them (``runner.recount``), as a replay in one process does."""
     import ray
 
     out = Path(config.out)
@@ -247,7 +252,7 @@ def run_sharded(
         written = merge_segments(out, [results[k]["segments"] for k in sorted(results)])
     for w in workers:
         ray.kill(w)
-    summary = _merge_summaries(results, clocks, config)
+    summary = _merge_summaries(results, clocks, config, ReplayStats() if stats is None else stats)
     summary.update(segments=written, shards=len(workers), failed_shards=failed)
     _raise_for_failures(out, hellos, results, failed)
     return summary
@@ -388,10 +393,10 @@ def _tick(ray: Any, live: ReplayStats, finished: list[dict[str, Any]], running: 
 
 
 def _merge_summaries(
-    results: dict[int, dict[str, Any]], clocks: list[tuple[float, float | None]], config: ReplayConfig
+    results: dict[int, dict[str, Any]], clocks: list[tuple[float, float | None]], config: ReplayConfig, merged: ReplayStats
 ) -> dict[str, Any]:
-    """The overall summary over every shard (intervals on the driver's clock), and one per worker."""
-    merged = ReplayStats()
+    """The overall summary over every shard (intervals on the driver's clock, the shards' stats merged
+    into ``merged``), and one per worker."""
     ends: Counter[str] = Counter()
     statuses: Counter[str] = Counter()
     workers = []
@@ -408,6 +413,7 @@ def _merge_summaries(
         merged.tokens_unknown += s["tokens_unknown"]
         merged.tokens_by_source.update(s["tokens_by_source"])
         merged.answers_by_source.update(s["answers_by_source"])
+        merged.without_usage.update(s["without_usage"])
         merged.lags_ns.extend(s["lags_ns"])
         merged.behind_ns.extend(s["behind_ns"])
         merged.capped += s["capped"]

@@ -317,13 +317,16 @@ class Replay:
         redactor: Redactor | None = None,
         offsets: list[int] | None = None,
         start_ns: int | None = None,
+        enriched_later: bool = False,
     ) -> None:
         """``config`` gives the target, the schedule, the timeouts and the grace period; ``bodies``
         and ``headers`` are the items' requests as they will be sent (transformed).
 
         ``offsets`` (open loop) and ``start_ns`` (a ``time.monotonic_ns()`` deadline) come from a
         sharded replay: the schedule was computed over the whole workload and every shard starts
-        at one shared instant. By default the schedule is computed here and starts now."""
+        at one shared instant. By default the schedule is computed here and starts now.
+        ``enriched_later``: a shard's exchanges are enriched by its driver after the merge, so it keeps
+        its answers without usage by id as an enriched replay does (``count_enriched``)."""
         self.config = config
         self.items = items
         self.bodies = bodies
@@ -338,7 +341,7 @@ class Replay:
         self.grace_s = config.grace_s
         self.on_exchange = on_exchange
         # answers without usage kept by id only where an enrichment may count them (count_enriched)
-        self._keep_without_usage = on_exchange is not None and config.probe and config.enrich
+        self._keep_without_usage = (on_exchange is not None or enriched_later) and config.probe and config.enrich
         self.redactor = redactor or _redactor(config, items)
         self._shown = self.redactor.url(self.target)  # recorded with each exchange, a password in it redacted
         self._url_credentials = self.redactor.url_credentials(self.target)

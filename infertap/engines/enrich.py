@@ -337,8 +337,13 @@ def enrich_capture(
     progress: Callable[[int], None] | None = None,
     headers: Mapping[str, str] | None = None,
     enrich: bool = True,
+    output_counts: dict[str, int] | None = None,
 ) -> dict[str, int]:
     """Enrich a capture after the fact: a new run appended to it, exchanges left as they are.
+
+    ``output_counts``, where given, receives the output tokens the engine's tokenizer counted of each
+    answer without usage (by exchange id), as ``Enricher.output_counts``: the count stats takes for
+    it, which a sharded replay's summary, enriched after it, takes too.
 
     The engine should serve the same model and configuration as when the capture was made; its
     snapshot is stored alongside, so a later reader can check that it does.
@@ -356,12 +361,16 @@ def enrich_capture(
             writer.write(snap)
             for record in reader.exchanges() if enrich else ():  # without: the engine's snapshot alone
                 counts["exchanges"] += 1
-                out = enrichment(engine, snap["fingerprint"], record) if record.get("end") == "complete" else None
+                parsed = read_response(record)
+                out = enrichment(engine, snap["fingerprint"], record, parsed) if record.get("end") == "complete" else None
                 if out is None:
                     counts["skipped"] += 1
                 else:
                     writer.write(out)
                     counts["enriched"] += 1
+                    count = out["output_tokens"].get("count")
+                    if output_counts is not None and parsed.output_tokens is None and isinstance(count, int):
+                        output_counts[record["id"]] = count
                 if progress:
                     progress(counts["exchanges"])
         if writer.error:

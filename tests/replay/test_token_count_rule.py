@@ -134,3 +134,38 @@ def test_replay_stats_and_the_claim_card_count_output_tokens_by_one_rule(engine,
     assert tpot["a"]["p50"] == pytest.approx(first["metrics"]["tpot"]["p50"]), (tpot, first["metrics"])
     assert tpot["b"]["p50"] == pytest.approx(after["metrics"]["tpot"]["p50"]), (tpot, after["metrics"])
     assert after["metrics"]["tpot"]["p50"] != pytest.approx(group["metrics"]["tpot"]["p50"])  # must differ: by events
+
+
+def test_a_sharded_replay_s_summary_counts_by_its_enrichment_as_stats_does(
+    engine, gguf: Path, tmp_path: Path, ray_cluster
+) -> None:
+    """A ``--ray`` replay is enriched after its shards' summary is merged: that summary counted each
+    stream without usage by its token events while stats of its capture counted the engine's
+    tokenizer. The shards now hand over those answers' ids and the enrichment its counts, so the two
+    say the same; ``--no-enrich`` still counts token events, as stats then does."""
+    questions = ["Translate to Japanese: good morning, thank you, goodbye.", "Name three colours.", "Say hello in French."]
+    items = [{"offset_s": i * 0.1, "body": _chat(q, stream=i < 2)} for i, q in enumerate(questions)]
+    write_capture(tmp_path / "src", items)
+    cache = tmp_path / "cache"
+    replay = ["replay", str(tmp_path / "src"), "--target", engine.url, "--model-file", str(gguf)]
+    replay += ["--concurrency", "1", "--no-telemetry", "--ray", ray_cluster, "--shards", "1"]  # one request at a time
+
+    sharded = _run(*replay, "--out", str(tmp_path / "sharded"))
+    group = _stats(tmp_path / "sharded", cache)
+    tokens, usage = _counts(tmp_path / "sharded")
+    streamed = [xid for xid in tokens if xid not in usage]
+    assert sharded["ok"] == group["ok"] == 3 and len(streamed) == 2, (sharded, tokens)
+    counts = sharded["output_tokens"]
+    assert counts["source"] == group["output_tokens_source"] == {"usage": 1, "tokenize": 2}, (counts, group)
+    by_source = {"usage": sum(usage.values()), "tokenize": sum(tokens[x] for x in streamed)}
+    assert counts["by_source"] == group["workload"]["output_tokens"]["by_source"] == by_source, (counts, group)
+    rate = group["throughput"]["output_tokens_per_s"]
+    assert sharded["throughput"]["output_tokens_per_s"] == pytest.approx(rate, rel=1e-6)
+    events = _events(tmp_path / "sharded", cache)
+    assert sum(events[x] for x in streamed) != by_source["tokenize"], (events, tokens)  # must differ: a mismatch shows
+
+    bare = _run(*replay, "--no-enrich", "--out", str(tmp_path / "bare"))
+    group = _stats(tmp_path / "bare", cache)
+    counts = bare["output_tokens"]
+    assert counts["source"] == group["output_tokens_source"] == {"usage": 1, "chunks": 2}, (counts, group)
+    assert counts["by_source"]["chunks"] == sum(_events(tmp_path / "bare", cache).values()), counts
