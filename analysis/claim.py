@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from infertap.capture.hostfacts import engine_is_local
-from infertap.capture.identity import schedule_change, schedule_not_kept, schedule_words, traffic_runs
+from infertap.capture.identity import bodies_unknown, schedule_change, schedule_not_kept, schedule_words, traffic_runs
 from infertap.capture.info import no_snapshot_reason
 from infertap.engines.runtime_digest import runtime_digest
 
@@ -503,6 +503,7 @@ def _workload(
             if k in w
         },
         "schedule_not_kept": schedule_not_kept(w),
+        "bodies_unknown": w["bodies_unknown"],  # sent with a body not kept: in no identity
     }
     uncounted = " and ".join(name for name in _TOKENS if value["requests"] and value[name] is None)
     advice = (
@@ -512,6 +513,8 @@ def _workload(
     )
     why = f"{uncounted} unknown: no request's count came with its answer (usage) or from an enrichment ({advice})"
     missing = [why] if uncounted else []
+    if unknown := bodies_unknown(w):  # the identity is of the others: an equal one is no proof
+        missing.insert(0, f"identity of the other requests only: {unknown}")
     unknown_ok, ok = uncounted_ok
     if unknown_ok and value["output_tokens"] is not None:  # a total of some answers only: said, not passed off as all
         missing.append(f"output_tokens counts {ok - unknown_ok} of {ok} ok answers: {unknown_ok} came with no count")
@@ -819,7 +822,8 @@ def value_text(name: str, value: Any) -> str:
         return "unknown"
     if name == "workload":
         line = (
-            f"{value['short']}, {value['requests']} generation requests, schedule {value['schedule_identity'][:16]} "
+            f"{value['short']}, {value['requests']} generation requests"
+            f"{_and_unknown(value.get('bodies_unknown'))}, schedule {value['schedule_identity'][:16]} "
             f"({value['schedule_resolution_ms']:g} ms), prompt_tokens {short(value['prompt_tokens'])}, "
             f"output_tokens {short(value['output_tokens'])}"
         )
@@ -864,6 +868,11 @@ def value_text(name: str, value: Any) -> str:
     if name == "sampling":
         return "; ".join(f"{k}={_setting_text(vs)}" for k, vs in value.items())
     return short(value)
+
+
+def _and_unknown(n: int | None) -> str:
+    """`` (and N sent with a body not kept)`` beside the requests an identity hashes, where any were."""
+    return f" (and {n} sent with a body not kept)" if n else ""
 
 
 def _setting_text(values: list[dict[str, Any]]) -> str:
