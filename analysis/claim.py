@@ -24,6 +24,7 @@ from infertap.capture.info import no_snapshot_reason
 from infertap.engines.runtime_digest import runtime_digest
 
 from .active import COUNTED
+from .claim_machines import DEVICE_LABELS, several_machines
 from .in_no_group import no_group_line
 from .machines import counted_runs, described_snapshot, describes, imported_only, probed_by
 from .partly_counted import ADVICE, Origin, note, prompt_note
@@ -104,7 +105,12 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
     files = [str(by_run.get(r, {}).get("from") or "HAR or flow") for r in imported]
     return {
         "capture": capture,
-        "device": _also(_also(_device(snap, labels, files, only, no_snap), several), _said("the machine's facts", probed)),
+        "device": _also(
+            _also(
+                _also(_device(snap, labels, files, only, no_snap), several), several_machines(analysis, capture, held, carried)
+            ),
+            _said("the machine's facts", probed),
+        ),
         "runtime": _also(_also(_runtime(snap, no_snap), several), _said("the engine's kind, version and digest", probed)),
         "model": _also(_also(_model(snap, analysis, capture, no_snap), several), _said("the engine's models and file", probed)),
         "quantization": _also(_also(_quantization(snap, no_snap), several), _said("the quantization", probed)),
@@ -273,7 +279,7 @@ def _device(snap: dict[str, Any] | None, labels: dict[str, str], imported: list[
     (``enrich``) is of this machine, not that one. ``imported``: the file kind of each imported run
     its figures are over; ``only``: all the traffic is theirs (``imported_only``). Where only some
     is, the card's ``probed_by`` note says the imported runs' engine is unknown."""
-    label_gpu = {k: v for k, v in labels.items() if k in ("gpu", "gpus", "driver", "vbios", "firmware", "cuda", "device")}
+    label_gpu = {k: v for k, v in labels.items() if k in DEVICE_LABELS}
     if only:  # import takes no --label (``labels`` are its runs'): nothing here describes that machine
         return _unknown(_imported(imported))
     local = snap is not None and engine_is_local(snap["url"] or "")
