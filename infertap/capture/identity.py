@@ -371,6 +371,12 @@ def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]
             derived.append(f"replays of {len(sources)} different sources (this identity compares with the first's)")
         for r in replays:
             derived += [c for c in replay_derivation(r, identity.rechained) if c not in derived]
+        if not derived and source and identity.requests < (source.get("requests") or 0):
+            # Nothing it was asked to change leaves requests out: it stopped (Ctrl-C, a kill) before them.
+            missing, of = source["requests"] - identity.requests, source["requests"]
+            derived.append(
+                f"{missing} of the source's {of} requests not in this capture (the replay stopped before sending them)"
+            )
         out["derived_by"] = derived
         # Requests of the source it left out, their body not kept (``not_kept``): hashed in neither
         # identity, so equal hashes do not make it the source's workload.
