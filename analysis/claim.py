@@ -575,6 +575,7 @@ def _sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None, no_
             key = (json.dumps(_as_set(s.get("value"))), str(s.get("source")))
             tally.setdefault(name, {})
             tally[name][key] = tally[name].get(key, 0) + 1
+    unsent = _unenriched(analysis, capture, tally)
     value = {
         name: [{"value": json.loads(v), "source": src, "requests": n} for (v, src), n in sorted(counts.items())]
         for name, counts in sorted(tally.items())
@@ -582,15 +583,44 @@ def _sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None, no_
     unknown = sorted(name for name, vs in value.items() if name in DECISIVE and any(v["source"] == "unknown" for v in vs))
     missing = [f"no value known for {', '.join(unknown)} (neither sent nor reported by the engine)"] if unknown else []
     generation = analysis.query(f"SELECT count(*) FROM exchanges WHERE capture = ? AND {COUNTED}", [capture]).rows[0][0]
-    if len(rows) < generation:
+    if left := [name for name in DECISIVE if unsent.get(name)]:
+        by_count: dict[int, list[str]] = {}
+        for name in left:
+            by_count.setdefault(unsent[name], []).append(name)
+        said = "; ".join(f"{', '.join(names)} not sent by {n} of them" for n, names in by_count.items())
         missing.append(
-            f"effective settings known for {len(rows)} of {generation} generation requests (the others were not enriched)"
+            f"effective settings known for {len(rows)} of {generation} generation requests (the others were not "
+            f"enriched: their own settings are listed as request; {said}: the engine's defaults, unknown)"
         )
     return _field(
         value,
         f"enrichments: each setting from the request, else the engine's default as it reports it ({len(rows)} requests)",
         "; ".join(missing) or None,
     )
+
+
+def _unenriched(analysis: Analysis, capture: str, tally: dict[str, dict[tuple[str, str], int]]) -> dict[str, int]:
+    """Add to ``tally`` the settings the counted requests with no enrichment sent themselves (what
+    the engine used: they were listed as unknown, or left out beside the enriched ones' values), and
+    how many of them left each setting unsent (the engine's default, unknown): returned by name."""
+    rows = analysis.query(
+        f"SELECT r.sampling FROM requests r JOIN ({_COUNTED_IDS}) x USING (capture, exchange_id) WHERE r.capture = ? "
+        "AND NOT EXISTS (SELECT 1 FROM enrichment_latest e WHERE e.capture = r.capture "
+        "AND e.exchange_id = r.exchange_id AND e.settings IS NOT NULL)",
+        [capture],
+    ).rows
+    unsent: dict[str, int] = {}
+    for (text,) in rows:
+        sent = _loads(text) or {}
+        for name in sorted(set(tally) | set(sent) | set(DECISIVE)):
+            key = (json.dumps(_as_set(sent[name])), "request") if name in sent else ("null", "not sent")
+            if name not in sent:
+                unsent[name] = unsent.get(name, 0) + 1
+                if name not in tally:
+                    continue  # a setting neither the engine nor any request named: said unknown in the count only
+            counts = tally.setdefault(name, {})
+            counts[key] = counts.get(key, 0) + 1
+    return unsent
 
 
 def _sent_sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None, no_snap: str) -> dict[str, Any]:
