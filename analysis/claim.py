@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from infertap.capture.hostfacts import engine_is_local
-from infertap.capture.identity import schedule_change, schedule_not_kept, schedule_words, traffic_runs
+from infertap.capture.identity import bodies_unknown, schedule_change, schedule_not_kept, schedule_words, traffic_runs
 from infertap.capture.info import no_snapshot_reason
 from infertap.engines.runtime_digest import runtime_digest
 
 from .active import COUNTED
+from .claim_machines import DEVICE_LABELS, several_machines
 from .errors import AnalysisError
 from .in_no_group import no_group_line
 from .machines import counted_runs, described_snapshot, describes, imported_only, probed_by
@@ -119,7 +120,12 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
     files = [str(by_run.get(r, {}).get("from") or "HAR or flow") for r in imported]
     return {
         "capture": capture,
-        "device": _also(_also(_device(snap, labels, files, only, no_snap), several), _said("the machine's facts", probed)),
+        "device": _also(
+            _also(
+                _also(_device(snap, labels, files, only, no_snap), several), several_machines(analysis, capture, held, carried)
+            ),
+            _said("the machine's facts", probed),
+        ),
         "runtime": _also(_also(_runtime(snap, no_snap), several), _said("the engine's kind, version and digest", probed)),
         "model": _also(_also(_model(snap, analysis, capture, no_snap), several), _said("the engine's models and file", probed)),
         "quantization": _also(_also(_quantization(snap, no_snap), several), _said("the quantization", probed)),
@@ -288,7 +294,7 @@ def _device(snap: dict[str, Any] | None, labels: dict[str, str], imported: list[
     (``enrich``) is of this machine, not that one. ``imported``: the file kind of each imported run
     its figures are over; ``only``: all the traffic is theirs (``imported_only``). Where only some
     is, the card's ``probed_by`` note says the imported runs' engine is unknown."""
-    label_gpu = {k: v for k, v in labels.items() if k in ("gpu", "gpus", "driver", "vbios", "firmware", "cuda", "device")}
+    label_gpu = {k: v for k, v in labels.items() if k in DEVICE_LABELS}
     if only:  # import takes no --label (``labels`` are its runs'): nothing here describes that machine
         return _unknown(_imported(imported))
     local = snap is not None and engine_is_local(snap["url"] or "")
@@ -518,6 +524,7 @@ def _workload(
             if k in w
         },
         "schedule_not_kept": schedule_not_kept(w),
+        "bodies_unknown": w["bodies_unknown"],  # sent with a body not kept: in no identity
     }
     uncounted = " and ".join(name for name in _TOKENS if value["requests"] and value[name] is None)
     advice = (
@@ -527,6 +534,8 @@ def _workload(
     )
     why = f"{uncounted} unknown: no request's count came with its answer (usage) or from an enrichment ({advice})"
     missing = [why] if uncounted else []
+    if unknown := bodies_unknown(w):  # the identity is of the others: an equal one is no proof
+        missing.insert(0, f"identity of the other requests only: {unknown}")
     unknown_ok, ok = uncounted_ok
     if unknown_ok and value["output_tokens"] is not None:  # a total of some answers only: said, not passed off as all
         missing.append(f"output_tokens counts {ok - unknown_ok} of {ok} ok answers: {unknown_ok} came with no count")
@@ -595,6 +604,7 @@ def _sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None, no_
             key = (json.dumps(_as_set(s.get("value"))), str(s.get("source")))
             tally.setdefault(name, {})
             tally[name][key] = tally[name].get(key, 0) + 1
+    unsent = _unenriched(analysis, capture, tally)
     value = {
         name: [{"value": json.loads(v), "source": src, "requests": n} for (v, src), n in sorted(counts.items())]
         for name, counts in sorted(tally.items())
@@ -602,15 +612,44 @@ def _sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None, no_
     unknown = sorted(name for name, vs in value.items() if name in DECISIVE and any(v["source"] == "unknown" for v in vs))
     missing = [f"no value known for {', '.join(unknown)} (neither sent nor reported by the engine)"] if unknown else []
     generation = analysis.query(f"SELECT count(*) FROM exchanges WHERE capture = ? AND {COUNTED}", [capture]).rows[0][0]
-    if len(rows) < generation:
+    if left := [name for name in DECISIVE if unsent.get(name)]:
+        by_count: dict[int, list[str]] = {}
+        for name in left:
+            by_count.setdefault(unsent[name], []).append(name)
+        said = "; ".join(f"{', '.join(names)} not sent by {n} of them" for n, names in by_count.items())
         missing.append(
-            f"effective settings known for {len(rows)} of {generation} generation requests (the others were not enriched)"
+            f"effective settings known for {len(rows)} of {generation} generation requests (the others were not "
+            f"enriched: their own settings are listed as request; {said}: the engine's defaults, unknown)"
         )
     return _field(
         value,
         f"enrichments: each setting from the request, else the engine's default as it reports it ({len(rows)} requests)",
         "; ".join(missing) or None,
     )
+
+
+def _unenriched(analysis: Analysis, capture: str, tally: dict[str, dict[tuple[str, str], int]]) -> dict[str, int]:
+    """Add to ``tally`` the settings the counted requests with no enrichment sent themselves (what
+    the engine used: they were listed as unknown, or left out beside the enriched ones' values), and
+    how many of them left each setting unsent (the engine's default, unknown): returned by name."""
+    rows = analysis.query(
+        f"SELECT r.sampling FROM requests r JOIN ({_COUNTED_IDS}) x USING (capture, exchange_id) WHERE r.capture = ? "
+        "AND NOT EXISTS (SELECT 1 FROM enrichment_latest e WHERE e.capture = r.capture "
+        "AND e.exchange_id = r.exchange_id AND e.settings IS NOT NULL)",
+        [capture],
+    ).rows
+    unsent: dict[str, int] = {}
+    for (text,) in rows:
+        sent = _loads(text) or {}
+        for name in sorted(set(tally) | set(sent) | set(DECISIVE)):
+            key = (json.dumps(_as_set(sent[name])), "request") if name in sent else ("null", "not sent")
+            if name not in sent:
+                unsent[name] = unsent.get(name, 0) + 1
+                if name not in tally:
+                    continue  # a setting neither the engine nor any request named: said unknown in the count only
+            counts = tally.setdefault(name, {})
+            counts[key] = counts.get(key, 0) + 1
+    return unsent
 
 
 def _sent_sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None, no_snap: str) -> dict[str, Any]:
@@ -848,7 +887,8 @@ def value_text(name: str, value: Any) -> str:
         return "unknown"
     if name == "workload":
         line = (
-            f"{value['short']}, {value['requests']} generation requests, schedule {value['schedule_identity'][:16]} "
+            f"{value['short']}, {value['requests']} generation requests"
+            f"{_and_unknown(value.get('bodies_unknown'))}, schedule {value['schedule_identity'][:16]} "
             f"({value['schedule_resolution_ms']:g} ms), prompt_tokens {short(value['prompt_tokens'])}, "
             f"output_tokens {short(value['output_tokens'])}"
         )
@@ -893,6 +933,11 @@ def value_text(name: str, value: Any) -> str:
     if name == "sampling":
         return "; ".join(f"{k}={_setting_text(vs)}" for k, vs in value.items())
     return short(value)
+
+
+def _and_unknown(n: int | None) -> str:
+    """`` (and N sent with a body not kept)`` beside the requests an identity hashes, where any were."""
+    return f" (and {n} sent with a body not kept)" if n else ""
 
 
 def _setting_text(values: list[dict[str, Any]]) -> str:

@@ -61,7 +61,9 @@ def traffic(
     workspace, where each side's digest counts are kept; ``memory_limit``: DuckDB's buffer per side)."""
     wa = _side(a_path, folder / "digests_a.parquet", memory_limit)
     wb = _side(b_path, folder / "digests_b.parquet", memory_limit)
-    identical = wa["workload"] == wb["workload"]
+    # Requests sent with a body not kept are in neither identity: equal hashes then prove nothing of them.
+    unknown = {name: w.get("bodies_unknown") or 0 for name, w in (("A", wa), ("B", wb))}
+    identical = wa["workload"] == wb["workload"] and not any(unknown.values())
     files = [quoted(str(folder / f"digests_{s}.parquet")) for s in "ab"]
     only_a, only_b, na, nb = con.execute(
         "SELECT coalesce(sum(greatest(coalesce(a.n, 0) - coalesce(b.n, 0), 0)), 0), "
@@ -71,6 +73,15 @@ def traffic(
     only_a, only_b, na, nb = int(only_a), int(only_b), int(na), int(nb)
     if identical:
         how = "identical requests in the same order"
+    elif any(unknown.values()):
+        known = "identical in the same order" if wa["workload"] == wb["workload"] else "not the same"
+        sent = " and ".join(f"{name}'s {n}" for name, n in unknown.items() if n)
+        how = (
+            f"unknown: {sent} request{'s' if sum(unknown.values()) != 1 else ''} sent with a body not kept "
+            f"(in no identity); the others are {known}"
+        )
+        if wa["workload"] != wb["workload"]:
+            how += f": {only_a} of A's {na} generation requests are not in B, {only_b} of B's {nb} are not in A"
     elif not only_a and not only_b:
         how = "the same requests in a different order"
     else:
@@ -83,7 +94,7 @@ def traffic(
                 how += f"; {name} replays the other's workload unchanged{moved}"
             else:
                 how += f"; {name} replays the other's workload with {', '.join(y.get('derived_by') or ['no transform recorded'])}"
-    rechained = 0 if identical else _rechained_siblings(wa, wb, a_path, b_path)
+    rechained = 0 if identical or any(unknown.values()) else _rechained_siblings(wa, wb, a_path, b_path)
     if rechained:
         how = (
             f"the same requests but for the previous_response_id of {rechained}, each naming the response its own "
@@ -95,6 +106,7 @@ def traffic(
         # A schedule a replay didn't keep (its requests waited for a cap) is not the one it hashes.
         "same_schedule": wa["schedule"] == wb["schedule"] and wa["schedule_kept"] and wb["schedule_kept"],
         "how": how,
+        "bodies_unknown": unknown["A"] + unknown["B"],  # the sides' requests sent with a body not kept
         "only_a": only_a,
         "only_b": only_b,
         "a": wa,
@@ -136,6 +148,8 @@ def traffic_line(t: dict[str, Any]) -> str:
         if t["identical"]:
             return f"traffic: identical ({ids}; {'; '.join([schedule, *not_kept])})"
         return f"traffic: the same workload ({ids}): {t['how']}; {'; '.join([schedule, *not_kept])}"
+    if t.get("bodies_unknown"):
+        return f"traffic: NOT known to be identical ({ids}): {t['how']}; speed ratios below may compare different workloads"
     if not t["only_a"] and not t["only_b"]:  # one multiset of requests, sent in another order
         return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare the same requests sent in another order"
     return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare different workloads"

@@ -22,6 +22,8 @@ def _same(field: str, value: Any, text: str) -> str:
     and whether its schedule was kept (a replay's text also names its source; a replay capped by
     --max-concurrency hashes the schedule it was given, not the one it kept)."""
     if field == "workload" and value is not None:
+        if value.get("bodies_unknown"):  # requests in no identity: equal hashes don't make it the same
+            return f"unknown {id(value)}"
         return f"{value['identity']} {value['schedule_identity']} {value.get('schedule_not_kept')}"
     return text
 

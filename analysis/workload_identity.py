@@ -113,8 +113,13 @@ def capture_identity(analysis: Analysis, capture: str, sent: str | None = None) 
     ``sent``: its ``sent_sql`` rows where they are kept already (a table)."""
     sent = sent or sent_sql(capture)
     identity = identities(analysis, sent).get(())
-    exchanges = int(analysis.query("SELECT count(*) FROM exchanges WHERE capture = ?", [capture]).rows[0][0])
-    identity = replace(identity, exchanges=exchanges) if identity else OrderedHashes().identity(exchanges, 0)
+    exchanges, unknown = analysis.query(
+        "SELECT count(*), count(*) FILTER (request_body_unknown AND \"end\" IS DISTINCT FROM 'refused') "
+        "FROM exchanges WHERE capture = ?",
+        [capture],
+    ).rows[0]
+    identity = identity or OrderedHashes().identity(0, 0)
+    identity = replace(identity, exchanges=int(exchanges), bodies_unknown=int(unknown))
     return with_capped(analysis, capture, replace(identity, request_set=request_set(analysis, sent)))
 
 

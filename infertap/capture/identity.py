@@ -12,6 +12,9 @@ infertap refused itself (the engine never saw them). Two hashes identify it:
   same requests sent in another order (a closed-loop replay, ``--concurrency``, sends them as
   slots free up) have a new ``workload`` and the same ``request_set``.
 
+A request sent with a body not kept (``request_body_unknown``) can't be hashed: it is counted apart
+(``bodies_unknown``), and an identity with any is no proof of the same traffic.
+
 Send order and time: when the request reached the recorder (``start_ns``), or for a replayed
 exchange when it was scheduled (``scheduled_ns``), so a replay's jitter doesn't change its schedule
 identity; ties are broken by the request digest. The schedule hash is the schedule a replay was
@@ -37,6 +40,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
+from .records import request_body_unknown
 from .redact import without_redacted
 
 #: The schedule identity's resolution: send times are rounded to whole milliseconds.
@@ -78,6 +82,9 @@ class WorkloadIdentity:
     capped: int = 0  # replayed requests that waited for a --max-concurrency slot: not sent on their schedule
     behind_max_ms: float = 0.0  # the furthest behind its schedule one of those was sent
     request_set: str = ""  # hex sha256 of the sorted request digests ("": not computed, as for a group's)
+    # Requests sent with a body not kept (records.request_body_unknown): in the workload or not is
+    # unknown, so none is hashed, and two identities equal but for them are not known to be the same.
+    bodies_unknown: int = 0
 
     @property
     def schedule_kept(self) -> bool:
@@ -154,6 +161,7 @@ class IdentityTally:
         self._rechained = 0
         self._capped = 0
         self._behind_ns = 0
+        self._bodies_unknown = 0
 
     def add(self, record: dict[str, Any], generation: bool | None = None, digest: bytes | None = None) -> None:
         """Count ``record``; ``generation``, when the caller has read the request already, saves
@@ -163,7 +171,11 @@ class IdentityTally:
             self._anchor = round(float(record.get("wall") or 0.0) * 1e9)  # the run's start: start_ns counts from it
         elif rtype == "exchange":
             self.exchanges += 1
-            if record.get("end") != "refused" and (is_generation(record) if generation is None else generation):
+            if record.get("end") == "refused":
+                return
+            if request_body_unknown(record):  # sent, its body not kept: hashed as no request, counted as unknown
+                self._bodies_unknown += 1
+            elif is_generation(record) if generation is None else generation:
                 size = len(record.get("request_body") or b"")
                 digest = exchange_digest(record) if digest is None else digest
                 self.add_sent(digest, sent_time(self._anchor, record), size, "rechained_from" in record)
@@ -206,7 +218,13 @@ class IdentityTally:
         digests = sorted([k[_TIME_BYTES:] for k in keys] + [d for _, d in self._odd])
         for i in range(0, len(digests), _HASHED):
             unordered.add(digests[i : i + _HASHED])
-        return replace(identity, capped=self._capped, behind_max_ms=self._behind_ns / 1e6, request_set=unordered.hexdigest())
+        return replace(
+            identity,
+            capped=self._capped,
+            behind_max_ms=self._behind_ns / 1e6,
+            request_set=unordered.hexdigest(),
+            bodies_unknown=self._bodies_unknown,
+        )
 
 
 _HASHED = 65_536  # requests hashed a batch at a time: ten million schedule lines would be half a GiB at once
@@ -353,11 +371,22 @@ def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]
             derived.append(f"replays of {len(sources)} different sources (this identity compares with the first's)")
         for r in replays:
             derived += [c for c in replay_derivation(r, identity.rechained) if c not in derived]
+        if not derived and source and identity.requests < (source.get("requests") or 0):
+            # Nothing it was asked to change leaves requests out: it stopped (Ctrl-C, a kill) before them.
+            missing, of = source["requests"] - identity.requests, source["requests"]
+            derived.append(
+                f"{missing} of the source's {of} requests not in this capture (the replay stopped before sending them)"
+            )
         out["derived_by"] = derived
-        out["same_as_source"] = None if not source else source.get("workload") == out["workload"]
+        # Requests of the source it left out, their body not kept (``not_kept``): hashed in neither
+        # identity, so equal hashes do not make it the source's workload.
+        left_out = any(r.get("not_kept") for r in replays)
+        out["same_as_source"] = None if not source else source.get("workload") == out["workload"] and not left_out
         # The same requests sent in another order (a closed loop): the derivation can't name it, the set can.
         out["same_requests_as_source"] = (
-            None if not source or not source.get("request_set") else (source["request_set"] == out["request_set"])
+            None
+            if not source or not source.get("request_set")
+            else (source["request_set"] == out["request_set"] and not left_out)
         )
         out["same_schedule_as_source"] = (
             None if not source else source.get("schedule") == out["schedule"] and identity.schedule_kept
@@ -388,6 +417,17 @@ def schedule_not_kept(workload: dict[str, Any]) -> str | None:
     return (
         f"schedule not kept: {n} request{'s' if n != 1 else ''} waited for --max-concurrency{cap}, "
         f"up to {workload['behind_max_ms']:.1f} ms behind"
+    )
+
+
+def bodies_unknown(workload: dict[str, Any]) -> str | None:
+    """Why a workload's identity may leave out some of its requests (None: it leaves out none)."""
+    n = workload.get("bodies_unknown") or 0
+    if not n:
+        return None
+    return (
+        f"{n} request{'s' if n != 1 else ''} sent with a body not kept (generation or not unknown): in no identity, "
+        "so an equal identity does not prove the same traffic"
     )
 
 
@@ -423,6 +463,8 @@ def _changes(recorder: dict[str, Any], rechained: int) -> Iterator[str]:
         yield f"--limit {recorder['limit']}"
     if (recorder.get("repeat") or 1) > 1:
         yield f"--repeat {recorder['repeat']}"
+    if n := recorder.get("not_kept"):
+        yield f"{n} request{'s' if n != 1 else ''} of the source left out (sent with a body not kept)"
     sample = (recorder.get("sessions") or {}).get("sample") or {}
     if sample.get("fraction") is not None:
         yield f"sessions sampled {sample['fraction']:g} seed {sample.get('seed', 0)}"
@@ -445,6 +487,8 @@ def describe(workload: dict[str, Any]) -> str:
     )
     if (not_kept := schedule_not_kept(workload)) is not None:
         line += f"; {not_kept}"
+    if unknown := bodies_unknown(workload):
+        line += f"; {unknown}"
     if "source" not in workload:
         return line
     source = workload.get("source")
