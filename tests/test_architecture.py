@@ -225,3 +225,31 @@ def test_stats_on_a_cached_capture_imports_no_http_client_nor_engine_adapters(tm
         assert {m.split(".")[0] for m in used} == ({"infertap", *DECODE_PACKAGES} if decoded else set())
         assert [m for m in heavy if m not in used] == []
         assert looked_up is False  # infertap's version: read from its metadata only where written or printed
+
+
+def test_a_recorder_that_does_not_probe_imports_no_http_client_nor_engine_adapters(tmp_path):
+    """``infertap record --no-probe --no-telemetry`` forwards with its own client: httpx (with its
+    CLI's rich and pygments) and the engine adapters, imported by the proxy's traffic gate through
+    the engines package, were a third of its start's imports (2.5 s -> 1.8 s to listening, loaded
+    2-core machine). A recorder that probes imports them (must differ)."""
+    from tests.fake_upstream import FakeUpstream, ServerThread
+
+    code = (
+        "import json, signal, sys, threading\nfrom pathlib import Path\n"
+        "from infertap.proxy.server import RecordConfig, serve\n"
+        f"config = RecordConfig(upstream=sys.argv[1], out=Path({str(tmp_path)!r}) / sys.argv[2], port=0, telemetry=False, probe=sys.argv[2] == 'probe')\n"
+        "def ready(listen, writer):\n"
+        "    print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('httpx', 'httpcore', 'rich', 'pygments') or m.startswith('infertap.engines.'))), flush=True)\n"
+        "    threading.Timer(0, signal.raise_signal, [signal.SIGTERM]).start()\n"
+        "serve(config, on_ready=ready)\n"
+    )
+    with ServerThread(FakeUpstream()) as upstream:
+        found = {}
+        for probe in ("no-probe", "probe"):
+            done = subprocess.run(
+                [sys.executable, "-c", code, upstream.url, probe], cwd=tmp_path, capture_output=True, text=True, timeout=60
+            )
+            assert done.returncode == 0, done.stderr
+            found[probe] = json.loads(done.stdout.splitlines()[0])
+    assert found["no-probe"] == ["infertap.engines.gguf_check", "infertap.engines.trafficgate"]
+    assert {"httpx", "rich", "infertap.engines.kinds", "infertap.engines.enrich"} <= set(found["probe"])

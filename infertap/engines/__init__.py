@@ -1,45 +1,33 @@
-"""Engine adapters, chosen by what an engine answers (most specific first)."""
+"""Engine adapters, chosen by what an engine answers (most specific first).
+
+Each public name is imported when first asked for (PEP 562): the recorder's proxy holds its traffic
+with ``trafficgate`` alone, and ``infertap record --no-probe`` imports neither the adapters nor
+httpx (with its own CLI's rich and pygments), a third of its start's imports.
+"""
 
 from __future__ import annotations
 
-import httpx
+from typing import TYPE_CHECKING, Any
 
-from infertap.capture.redact import Redactor
-from infertap.errors import InfertapError
+from ..lazy_names import lazy_attribute
 
-from .base import Endpoint, Engine, Tokens, canonical, fetch
-from .llama_cpp_python import LlamaCppPython
-from .llama_server import LlamaServer
-from .ollama import Ollama
-from .sglang import SGLang
-from .vllm import VLLM
+if TYPE_CHECKING:  # what the type checker sees; at run time each name is imported when first asked for
+    from .base import Endpoint, Engine, Tokens, canonical
+    from .kinds import KINDS, ProbeError, detect
 
-_REDACTOR = Redactor()  # an engine's URL in messages: its credentials left out
-KINDS: tuple[type[Engine], ...] = (LlamaServer, LlamaCppPython, SGLang, Ollama, VLLM, Engine)
+_HOME = {
+    "Endpoint": ".base",
+    "Engine": ".base",
+    "Tokens": ".base",
+    "canonical": ".base",
+    "KINDS": ".kinds",
+    "ProbeError": ".kinds",
+    "detect": ".kinds",
+}
 
 
-class ProbeError(InfertapError):
-    pass
-
-
-def detect(http: httpx.Client, base: str) -> Engine:
-    """Ask the engine what it is, from its endpoints; raise ProbeError when it is no LLM server."""
-    base = base.rstrip("/")
-    found: dict[str, Endpoint] = {path: fetch(http, "GET", base + path) for path in Engine.DETECT}
-    if all(ep.status is None for ep in found.values()):
-        error = next(iter(found.values())).error
-        raise ProbeError(_REDACTOR.text(f"cannot reach {_REDACTOR.url(base)}: {error}", base))
-    # /v1/models takes llama-cpp-python's model lock; ask it only once that kind is ruled out.
-    if not LlamaCppPython.matches(found):
-        found["/v1/models"] = fetch(http, "GET", base + "/v1/models")
-    for kind in KINDS:
-        if kind.matches(found):
-            return kind(http, base, found)
-    answered = ", ".join(f"{p} -> {ep.status}" for p, ep in found.items())
-    hint = ""
-    if any(ep.status in (401, 403) for ep in found.values()):
-        hint = "; it asks for credentials: pass them with --probe-header 'Authorization=Bearer ...'"
-    raise ProbeError(f"{_REDACTOR.url(base)} does not look like an LLM engine (no known endpoint answered: {answered}){hint}")
+def __getattr__(name: str) -> Any:
+    return lazy_attribute(__name__, _HOME, globals(), name)
 
 
 __all__ = ["KINDS", "Endpoint", "Engine", "ProbeError", "Tokens", "canonical", "detect"]

@@ -35,7 +35,8 @@ from infertap.apis import (
 from infertap.capture.records import EngineSnapshot, Enrichment
 from infertap.capture.redact import Redactor
 
-from . import Engine, ProbeError
+from .base import Engine
+from .kinds import ProbeError
 from .probe import open_engine, snapshot
 from .trafficgate import TrafficGate
 

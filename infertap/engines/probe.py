@@ -13,8 +13,8 @@ from infertap.capture.records import EngineSnapshot
 from infertap.capture.redact import Redactor
 from infertap.errors import check_headers, check_seconds, check_url
 
-from . import Engine, ProbeError, detect
-from .base import canonical_json, sha256_text
+from .base import Engine, canonical_json, sha256_text
+from .kinds import ProbeError, detect
 from .launch_args import read_launch_facts
 from .runtime_digest import runtime_digest, snapshot_facts
 
