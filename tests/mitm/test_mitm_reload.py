@@ -98,6 +98,24 @@ def _by_run(out: Path) -> tuple[list[list[str]], bool]:
     return list(runs.values()), reader.closed_cleanly
 
 
+async def _loaded_with_a_flow_in_flight(loader: Any, tctx: Any, path: Path, out: Path) -> tuple[Any, Any]:
+    """The addon script at ``path`` loaded by mitmproxy's own loader, recording to ``out``, and a chat
+    flow whose answer's headers came (its body not yet): the state a reload meets."""
+    from mitmproxy.proxy.layers import http as layers
+    from mitmproxy.test import tflow
+
+    tctx.configure(loader, scripts=[str(path)])
+    (script,) = loader.addons
+    while script.ns is None:  # its watcher loads it on the loop
+        await asyncio.sleep(0.01)
+    tctx.options.update(infertap_out=str(out), infertap_telemetry=False)
+    flow = tflow.tflow(resp=True)
+    flow.request.path = "/v1/chat/completions"
+    for hook in (layers.HttpRequestHeadersHook, layers.HttpRequestHook, layers.HttpResponseHeadersHook):
+        await tctx.master.addons.trigger_event(hook(flow))
+    return script, flow
+
+
 @pytest.mark.filterwarnings(  # taddons imports every addon of mitmproxy's, ldap3's warnings too
     "ignore:tagMap is deprecated:DeprecationWarning", "ignore:typeMap is deprecated:DeprecationWarning"
 )
@@ -108,7 +126,7 @@ def test_a_run_retired_by_a_reload_closes_after_its_last_flow_or_at_once_with_no
     from mitmproxy import hooks
     from mitmproxy.addons import script as scripts
     from mitmproxy.proxy.layers import http as layers
-    from mitmproxy.test import taddons, tflow
+    from mitmproxy.test import taddons
 
     path = tmp_path / "addon.py"
     path.write_bytes(ADDON.read_bytes())
@@ -124,15 +142,7 @@ def test_a_run_retired_by_a_reload_closes_after_its_last_flow_or_at_once_with_no
     async def run() -> None:
         loader = scripts.ScriptLoader()
         with taddons.context(loader) as tctx:
-            tctx.configure(loader, scripts=[str(path)])
-            (script,) = loader.addons
-            while script.ns is None:  # its watcher loads it on the loop
-                await asyncio.sleep(0.01)
-            tctx.options.update(infertap_out=str(out), infertap_telemetry=False)
-            flow = tflow.tflow(resp=True)
-            flow.request.path = "/v1/chat/completions"
-            for hook in (layers.HttpRequestHeadersHook, layers.HttpRequestHook, layers.HttpResponseHeadersHook):
-                await tctx.master.addons.trigger_event(hook(flow))
+            script, flow = await _loaded_with_a_flow_in_flight(loader, tctx, path, out)
             script.loadscript()  # the flow in flight: its run stays open
             assert _by_run(out) == ([[], []], False)
             await tctx.master.addons.trigger_event(layers.HttpResponseHook(flow))
@@ -156,7 +166,7 @@ def test_a_run_retired_with_no_instance_left_is_closed_at_shutdown(tmp_path: Pat
     from mitmproxy import hooks
     from mitmproxy.addons import script as scripts
     from mitmproxy.proxy.layers import http as layers
-    from mitmproxy.test import taddons, tflow
+    from mitmproxy.test import taddons
 
     path = tmp_path / "addon.py"
     path.write_bytes(ADDON.read_bytes())
@@ -166,15 +176,7 @@ def test_a_run_retired_with_no_instance_left_is_closed_at_shutdown(tmp_path: Pat
     async def run() -> None:
         loader = scripts.ScriptLoader()
         with taddons.context(loader) as tctx:
-            tctx.configure(loader, scripts=[str(path)])
-            (script,) = loader.addons
-            while script.ns is None:
-                await asyncio.sleep(0.01)
-            tctx.options.update(infertap_out=str(out), infertap_telemetry=False)
-            flow = tflow.tflow(resp=True)
-            flow.request.path = "/v1/chat/completions"
-            for hook in (layers.HttpRequestHeadersHook, layers.HttpRequestHook, layers.HttpResponseHeadersHook):
-                await tctx.master.addons.trigger_event(hook(flow))
+            script, flow = await _loaded_with_a_flow_in_flight(loader, tctx, path, out)
             if unload == "edited script fails to load":
                 path.write_text("def broken(:\n")
                 script.loadscript()
