@@ -15,7 +15,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from infertap.capture.info import no_snapshot_reason
 from infertap.engines.runtime_digest import runtime_digest
 
 from .active import COUNTED
-from .claim_machines import DEVICE_LABELS, several_machines
+from .claim_machines import DEVICE_LABELS, merged_labels, run_labels, several_machines
 from .errors import AnalysisError
 from .in_no_group import no_group_line
 from .machines import counted_runs, described_snapshot, describes, imported_only, probed_by
@@ -266,18 +266,11 @@ def _also(field: dict[str, Any], why: str | None) -> dict[str, Any]:
     return {**field, "unknown": "; ".join(filter(None, (field.get("unknown"), why)))}
 
 
-def _labels(analysis: Analysis, capture: str, carried: Iterable[str]) -> dict[str, str]:
-    """The ``--label``s of the runs the card describes (``_carried``), in order: another run's (a
-    recording that only listed the models, an ``enrich``) describe the machine it ran on, which an
-    import's traffic, say, did not."""
-    out: dict[str, str] = {}
-    rows = analysis.query(
-        "SELECT labels FROM runs WHERE capture = ? AND list_contains(?::VARCHAR[], run_id) ORDER BY wall",
-        [capture, list(carried)],
-    ).rows
-    for (text,) in rows:
-        out.update(_loads(text) or {})
-    return out
+def _labels(analysis: Analysis, capture: str, carried: Mapping[str, str]) -> dict[str, str]:
+    """The ``--label``s of the runs the card describes (``_carried``), merged (``merged_labels``: a
+    label one run lacks reads as not given for it): another run's (a recording that only listed the
+    models, an ``enrich``) describe the machine it ran on, which an import's traffic, say, did not."""
+    return merged_labels(run_labels(analysis, capture, carried))
 
 
 def _no_snapshot(carried: Iterable[str]) -> str:
