@@ -33,4 +33,12 @@ def apart_line(apart: dict[str, int], of: str = "group") -> str | None:
     return f"in no {of} above (no request of their {key} was counted): {said}" if said else None
 
 
-__all__ = ["apart_line", "in_no_group_words", "no_group_line"]
+def not_text_line(counts: dict[str, int]) -> str | None:
+    """What ``stats`` says of ``stats.not_text``'s requests; None where there are none."""
+    if not counts:
+        return None
+    said = ", ".join(f"{n} {kind} generation request{'s' if n != 1 else ''}" for kind, n in counts.items())
+    return f"not in these figures: {said} (no text tokens to time: not counted as generation requests)"
+
+
+__all__ = ["apart_line", "in_no_group_words", "no_group_line", "not_text_line"]

@@ -62,6 +62,22 @@ _BY_PATH: tuple[tuple[str, Api], ...] = (
 _INPUTS = ("messages", "prompt", "input")
 # Routes that take a conversation but generate nothing (a token count is not an answer).
 _NOT_GENERATION = ("/count_tokens", "/tokenize", "/detokenize", "/apply-template", "/embeddings", "/embedding", "/rerank")
+#: Routes that generate something other than text from a ``prompt`` or ``input`` (OpenAI's
+#: ``images.generate``/``edit``/``create_variation``, ``videos.create``, ``audio.speech.create``),
+#: by what they make: no text tokens to time, so no generation request, counted apart (``media_kind``).
+MEDIA_ROUTES: tuple[tuple[str, str], ...] = (
+    ("/images/generations", "image"),
+    ("/images/edits", "image"),
+    ("/images/variations", "image"),
+    ("/videos", "video"),
+    ("/audio/speech", "speech"),
+)
+
+
+def media_kind(path: str | None) -> str | None:
+    """What a request to ``path`` generates where it is not text (``MEDIA_ROUTES``), else None."""
+    route = (path or "").split("?", 1)[0].rstrip("/")
+    return next((kind for suffix, kind in MEDIA_ROUTES if route.endswith(suffix)), None)
 
 
 def api_for(path: str | None, body: Any = None) -> Api:
@@ -70,6 +86,8 @@ def api_for(path: str | None, body: Any = None) -> Api:
     if api is not None:
         return api
     if (path or "").split("?", 1)[0].rstrip("/").endswith(_NOT_GENERATION) or not isinstance(body, dict):
+        return UNKNOWN
+    if media_kind(path) is not None:  # an image's prompt is no text completion's
         return UNKNOWN
     if "anthropic_version" in body and "messages" in body:
         return MESSAGES  # Anthropic's Messages on Vertex AI (``...:rawPredict``) or Bedrock (``/model/.../invoke``)
