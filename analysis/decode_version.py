@@ -94,4 +94,5 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: recorder's shutdown while it arrived (its error says so) is cut short too: request_body_unknown.
 #: 75: exchanges.choices_finish_reasons: each choice after the first's finish reason (stats counts every choice's).
 #: 76: image, video and speech generation routes (apis.MEDIA_ROUTES) are no generation requests (api unknown).
-DECODE_VERSION = 76
+#: 77: requests.digest holds the headers that change what a request asks (identity.ASKED_HEADERS) where sent.
+DECODE_VERSION = 77
