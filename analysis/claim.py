@@ -35,7 +35,7 @@ from .sources import LeftOut
 from .stats import QUANTILES, live_warnings, speed_stats, ttft_mix
 from .store import Analysis
 from .svg import number
-from .workload_identity import recorders_by_run, workload
+from .workload_identity import asked_header_sets, asked_words, recorders_by_run, workload
 
 FIELDS = (
     "device",
@@ -518,6 +518,7 @@ def _workload(
         },
         "schedule_not_kept": schedule_not_kept(w),
         "bodies_unknown": w["bodies_unknown"],  # sent with a body not kept: in no identity
+        "asked_headers": asked_header_sets(analysis, capture),  # in the identity; named, since it can't say them
     }
     uncounted = " and ".join(name for name in _TOKENS if value["requests"] and value[name] is None)
     advice = (
@@ -537,7 +538,8 @@ def _workload(
         missing.append(partly)
     return _field(
         value,
-        "sha256 of the generation requests (method, path, exact body bytes) in send order; " + _token_sources(group),
+        "sha256 of the generation requests (method, path, the headers that change what they ask, exact body bytes) "
+        "in send order; " + _token_sources(group),
         "; ".join(missing) or None,
     )
 
@@ -902,6 +904,8 @@ def value_text(name: str, value: Any) -> str:
                 line += f"; derived from {source} by {', '.join(value.get('derived_by') or ['no transform recorded'])}{moved}"
         if value.get("schedule_not_kept"):
             line += f"; {value['schedule_not_kept']}"
+        if any(h != "none" for h in value.get("asked_headers") or ()):
+            line += f"; headers asked: {asked_words(value['asked_headers'])}"
         return line
     if name == "runtime":
         d = value["digest"]

@@ -25,7 +25,15 @@ from infertap.capture.reader import CaptureReader
 from infertap.replay.transforms import rechained
 
 from .store import Analysis
-from .workload_identity import capture_identity, continues_responses, quoted, recorders, sent_sql
+from .workload_identity import (
+    asked_header_sets,
+    asked_words,
+    capture_identity,
+    continues_responses,
+    quoted,
+    recorders,
+    sent_sql,
+)
 
 
 def _identity(analysis: Analysis, capture: str, digests: Path) -> WorkloadIdentity:
@@ -50,7 +58,7 @@ def _side(path: str | os.PathLike[str], digests: Path, memory_limit: str) -> dic
         identity, runs = _identity(analysis, capture, digests), recorders(capture)
         if any(r.get("kind") == "replay" for r in runs) and continues_responses(analysis, capture):
             identity = replace(identity, rechained=rechained_requests(capture))
-        return workload_summary(identity, runs)
+        return {**workload_summary(identity, runs), "asked_headers": asked_header_sets(analysis, capture)}
 
 
 def traffic(
@@ -94,6 +102,11 @@ def traffic(
                 how += f"; {name} replays the other's workload unchanged{moved}"
             else:
                 how += f"; {name} replays the other's workload with {', '.join(y.get('derived_by') or ['no transform recorded'])}"
+    if not identical and wa["asked_headers"] != wb["asked_headers"]:  # what their identities can't name
+        how += (
+            f"; the headers that change what a request asks differ: A's requests sent {asked_words(wa['asked_headers'])}, "
+            f"B's {asked_words(wb['asked_headers'])}"
+        )
     rechained = 0 if identical or any(unknown.values()) else _rechained_siblings(wa, wb, a_path, b_path)
     if rechained:
         how = (

@@ -10,7 +10,7 @@ import json
 
 from click.testing import CliRunner
 
-from infertap.analysis.claim import claim
+from infertap.analysis.claim import claim, field_text
 from infertap.analysis.compare import compare
 from infertap.capture.identity import asked_headers, replay_derivation, workload_identity
 from infertap.cli import cli
@@ -43,8 +43,18 @@ def test_headers_that_change_what_a_request_asks_are_in_its_identity(tmp_path, m
     t = compare(tmp_path / "beta", tmp_path / "plain")["traffic"]
     assert not t["identical"] and "1 of A's 1 generation requests are not in B" in t["how"]
     assert compare(tmp_path / "beta", tmp_path / "again")["traffic"]["identical"]
+    said = (
+        "the headers that change what a request asks differ: A's requests sent anthropic-beta: "
+        "context-management-2025-06-27,output-128k-2025-02-19; anthropic-version: 2023-06-01, B's anthropic-version: 2023-06-01"
+    )
+    assert said in t["how"]
     out = CliRunner().invoke(cli, ["compare", str(tmp_path / "beta"), str(tmp_path / "plain")]).output
-    assert "traffic: identical" not in out
+    assert "traffic: identical" not in out and said in " ".join(out.split())
+    # The card names them, as its identity can't.
+    text = field_text("workload", claim(tmp_path / "beta", cache_dir=tmp_path / "cache")["workload"])
+    assert "; headers asked: anthropic-beta: context-management-2025-06-27,output-128k-2025-02-19; anthropic-version" in text
+    no_beta = field_text("workload", claim(tmp_path / "plain", cache_dir=tmp_path / "cache")["workload"])
+    assert "headers asked: anthropic-version: 2023-06-01" in no_beta and "anthropic-beta" not in no_beta
     # anthropic-version too: another API version is another request.
     _capture(tmp_path / "v2", [*BASE[:2], ["anthropic-version", "2099-01-01"]])
     assert workload_identity(tmp_path / "v2").workload != ids["plain"]
