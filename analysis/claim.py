@@ -27,8 +27,9 @@ from infertap.engines.runtime_digest import runtime_digest
 from .active import COUNTED
 from .claim_machines import DEVICE_LABELS, merged_labels, run_labels, several_machines
 from .errors import AnalysisError
-from .in_no_group import no_group_line
+from .in_no_group import no_group_line, not_text_words
 from .machines import counted_runs, described_snapshot, describes, imported_only, probed_by
+from .media import not_text
 from .partly_counted import ADVICE, Origin, note, prompt_note
 from .sampled import all_imported, interpolated, no_energy, partly_unsampled
 from .sources import LeftOut
@@ -519,6 +520,7 @@ def _workload(
         "schedule_not_kept": schedule_not_kept(w),
         "bodies_unknown": w["bodies_unknown"],  # sent with a body not kept: in no identity
         "asked_headers": asked_header_sets(analysis, capture),  # in the identity; named, since it can't say them
+        "not_text": not_text(analysis, capture),  # image, video, speech generation: in no identity or figure
     }
     uncounted = " and ".join(name for name in _TOKENS if value["requests"] and value[name] is None)
     advice = (
@@ -904,6 +906,8 @@ def value_text(name: str, value: Any) -> str:
                 line += f"; derived from {source} by {', '.join(value.get('derived_by') or ['no transform recorded'])}{moved}"
         if value.get("schedule_not_kept"):
             line += f"; {value['schedule_not_kept']}"
+        if value.get("not_text"):
+            line += f"; apart: {not_text_words(value['not_text'])} (no text tokens to time: in no identity or figure)"
         if any(h != "none" for h in value.get("asked_headers") or ()):
             line += f"; headers asked: {asked_words(value['asked_headers'])}"
         return line

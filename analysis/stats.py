@@ -21,6 +21,7 @@ from .energy import Telemetry
 from .errors import AnalysisError
 from .groupings import GROUPINGS
 from .machines import hostname
+from .media import not_text
 from .partly_counted import partly_counted
 from .sampled import sampled
 from .store import Analysis
@@ -181,21 +182,6 @@ def _in_no_group(q: _Query, groups: list[dict[str, Any]]) -> tuple[dict[str, int
                 counts = by_capture.setdefault(key[at], {"refused": 0, "request_body_unknown": 0})
                 counts[name] += n
     return total, by_capture
-
-
-def not_text(analysis: Analysis) -> dict[str, int]:
-    """The requests sent that generate something other than text (``infertap.apis.MEDIA_ROUTES``: an
-    image, a video, speech), by kind: in no figure, since they have no text tokens to time, and
-    counted here so that they are not silently left out."""
-    from infertap.apis.read import MEDIA_ROUTES
-
-    route = "rtrim(split_part(path, '?', 1), '/')"
-    kinds = " ".join(f"WHEN ends_with({route}, '{suffix}') THEN '{kind}'" for suffix, kind in MEDIA_ROUTES)
-    rows = analysis.query(
-        f"SELECT kind, count(*) FROM (SELECT CASE {kinds} END AS kind FROM exchanges "
-        "WHERE \"end\" IS DISTINCT FROM 'refused') WHERE kind IS NOT NULL GROUP BY kind ORDER BY kind"
-    ).rows
-    return {str(kind): int(n) for kind, n in rows}
 
 
 def unsearched_bodies(analysis: Analysis) -> dict[str, int]:

@@ -72,7 +72,7 @@ _HOME = {
     "ended_by_marker": ".body",
     "header": ".body",
     "is_generation": ".read",
-    "media_kind": ".read",
+    "media_kind": ".media",
     "json_body": ".read",
     "not_in_file": ".read",
     "response_not_kept": ".read",

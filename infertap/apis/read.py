@@ -17,6 +17,7 @@ from typing import Any
 from .body import NOT_IN_FILE, NOT_KEPT, decoding, ended_payloads, framing, head_of, invalid_utf8
 from .fastjson import loads, loads_exact
 from .llamacpp import LlamaCpp
+from .media import media_kind
 from .messages import Messages
 from .ollama import OllamaChat, OllamaGenerate
 from .openai import Chat, Completions, choices_error, matched_stop_after
@@ -62,22 +63,6 @@ _BY_PATH: tuple[tuple[str, Api], ...] = (
 _INPUTS = ("messages", "prompt", "input")
 # Routes that take a conversation but generate nothing (a token count is not an answer).
 _NOT_GENERATION = ("/count_tokens", "/tokenize", "/detokenize", "/apply-template", "/embeddings", "/embedding", "/rerank")
-#: Routes that generate something other than text from a ``prompt`` or ``input`` (OpenAI's
-#: ``images.generate``/``edit``/``create_variation``, ``videos.create``, ``audio.speech.create``),
-#: by what they make: no text tokens to time, so no generation request, counted apart (``media_kind``).
-MEDIA_ROUTES: tuple[tuple[str, str], ...] = (
-    ("/images/generations", "image"),
-    ("/images/edits", "image"),
-    ("/images/variations", "image"),
-    ("/videos", "video"),
-    ("/audio/speech", "speech"),
-)
-
-
-def media_kind(path: str | None) -> str | None:
-    """What a request to ``path`` generates where it is not text (``MEDIA_ROUTES``), else None."""
-    route = (path or "").split("?", 1)[0].rstrip("/")
-    return next((kind for suffix, kind in MEDIA_ROUTES if route.endswith(suffix)), None)
 
 
 def api_for(path: str | None, body: Any = None) -> Api:

@@ -2,7 +2,7 @@
 
 A capture's *workload* is its generation requests (those its API's adapter reads as asking for
 tokens: ``messages``, ``prompt`` or ``input``; not ``/v1/models``, ``/tokenize`` or an image's
-``/images/generations``: ``infertap.apis.MEDIA_ROUTES``), less those
+``/images/generations``: ``infertap.apis.media.MEDIA_ROUTES``), less those
 infertap refused itself (the engine never saw them). Two hashes identify it:
 
 - ``workload``: sha256 over each request's digest in send order, a request's digest being the

@@ -51,3 +51,22 @@ def test_image_requests_are_counted_apart_from_the_speed_figures_and_the_identit
     assert out.exit_code == 0, out.output
     assert "not in these figures: 2 image generation requests (no text tokens to time" in out.output
     assert "not in these figures" not in CliRunner().invoke(cli, ["stats", str(tmp_path / "texts")]).output
+
+
+def test_compare_and_the_card_name_the_image_requests_their_identity_leaves_out(tmp_path, monkeypatch):
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    from infertap.analysis.claim import claim, field_text
+    from infertap.analysis.compare import compare
+
+    write_capture(tmp_path / "mixed", [{}, IMAGE, {**IMAGE, "offset_s": 2}], run_wall=1_800_000_000.0)
+    write_capture(tmp_path / "again", [{}, IMAGE, {**IMAGE, "offset_s": 2}], run_wall=1_800_000_000.0)
+    write_capture(tmp_path / "chat", [{}], run_wall=1_800_000_000.0)
+    t = compare(tmp_path / "mixed", tmp_path / "chat")["traffic"]
+    # Must differ: the same text traffic, images on one side only: said beside the identity's verdict.
+    assert t["identical"] and "apart from the generation requests (no text tokens to time): A's 2 image" in t["how"]
+    assert "B's none" in t["how"]
+    same = compare(tmp_path / "mixed", tmp_path / "again")["traffic"]  # must match: the same images
+    assert same["identical"] and "apart" not in same["how"]
+    text = field_text("workload", claim(tmp_path / "mixed", cache_dir=tmp_path / "cache")["workload"])
+    assert "1 generation requests" in text and "apart: 2 image generation requests (no text tokens to time" in text
+    assert "apart:" not in field_text("workload", claim(tmp_path / "chat", cache_dir=tmp_path / "cache")["workload"])
