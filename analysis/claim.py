@@ -15,7 +15,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +25,18 @@ from infertap.capture.info import no_snapshot_reason
 from infertap.engines.runtime_digest import runtime_digest
 
 from .active import COUNTED
-from .claim_machines import DEVICE_LABELS, several_machines
+from .claim_machines import DEVICE_LABELS, merged_labels, run_labels, several_machines
 from .errors import AnalysisError
-from .in_no_group import no_group_line
+from .in_no_group import no_group_line, not_text_words
 from .machines import counted_runs, described_snapshot, describes, imported_only, probed_by
+from .media import not_text
 from .partly_counted import ADVICE, Origin, note, prompt_note
 from .sampled import all_imported, interpolated, no_energy, partly_unsampled
 from .sources import LeftOut
 from .stats import QUANTILES, live_warnings, speed_stats, ttft_mix
 from .store import Analysis
 from .svg import number
-from .workload_identity import recorders_by_run, workload
+from .workload_identity import asked_header_sets, asked_words, recorders_by_run, workload
 
 FIELDS = (
     "device",
@@ -266,18 +267,11 @@ def _also(field: dict[str, Any], why: str | None) -> dict[str, Any]:
     return {**field, "unknown": "; ".join(filter(None, (field.get("unknown"), why)))}
 
 
-def _labels(analysis: Analysis, capture: str, carried: Iterable[str]) -> dict[str, str]:
-    """The ``--label``s of the runs the card describes (``_carried``), in order: another run's (a
-    recording that only listed the models, an ``enrich``) describe the machine it ran on, which an
-    import's traffic, say, did not."""
-    out: dict[str, str] = {}
-    rows = analysis.query(
-        "SELECT labels FROM runs WHERE capture = ? AND list_contains(?::VARCHAR[], run_id) ORDER BY wall",
-        [capture, list(carried)],
-    ).rows
-    for (text,) in rows:
-        out.update(_loads(text) or {})
-    return out
+def _labels(analysis: Analysis, capture: str, carried: Mapping[str, str]) -> dict[str, str]:
+    """The ``--label``s of the runs the card describes (``_carried``), merged (``merged_labels``: a
+    label one run lacks reads as not given for it): another run's (a recording that only listed the
+    models, an ``enrich``) describe the machine it ran on, which an import's traffic, say, did not."""
+    return merged_labels(run_labels(analysis, capture, carried))
 
 
 def _no_snapshot(carried: Iterable[str]) -> str:
@@ -525,6 +519,8 @@ def _workload(
         },
         "schedule_not_kept": schedule_not_kept(w),
         "bodies_unknown": w["bodies_unknown"],  # sent with a body not kept: in no identity
+        "asked_headers": asked_header_sets(analysis, capture),  # in the identity; named, since it can't say them
+        "not_text": not_text(analysis, capture),  # image, video, speech generation: in no identity or figure
     }
     uncounted = " and ".join(name for name in _TOKENS if value["requests"] and value[name] is None)
     advice = (
@@ -544,7 +540,8 @@ def _workload(
         missing.append(partly)
     return _field(
         value,
-        "sha256 of the generation requests (method, path, exact body bytes) in send order; " + _token_sources(group),
+        "sha256 of the generation requests (method, path, the headers that change what they ask, exact body bytes) "
+        "in send order; " + _token_sources(group),
         "; ".join(missing) or None,
     )
 
@@ -909,6 +906,10 @@ def value_text(name: str, value: Any) -> str:
                 line += f"; derived from {source} by {', '.join(value.get('derived_by') or ['no transform recorded'])}{moved}"
         if value.get("schedule_not_kept"):
             line += f"; {value['schedule_not_kept']}"
+        if value.get("not_text"):
+            line += f"; apart: {not_text_words(value['not_text'])} (no text tokens to time: in no identity or figure)"
+        if any(h != "none" for h in value.get("asked_headers") or ()):
+            line += f"; headers asked: {asked_words(value['asked_headers'])}"
         return line
     if name == "runtime":
         d = value["digest"]

@@ -51,15 +51,41 @@ def several_machines(analysis: Analysis, capture: str, held: Collection[str], de
     return f"{' and '.join(said)}: this field is the last one's, the figures are of them all"
 
 
-def _differing_labels(analysis: Analysis, capture: str, described: Mapping[str, str]) -> str:
-    """The device labels whose value differs between the runs the card describes, as ``gpu=H100, gpu=H200``."""
+def run_labels(analysis: Analysis, capture: str, described: Mapping[str, str]) -> list[dict[str, str]]:
+    """The ``--label``s of each run the card describes, in the runs' order."""
     rows = analysis.query(
         "SELECT labels FROM runs WHERE capture = ? AND list_contains(?::VARCHAR[], run_id) ORDER BY wall",
         [capture, list(described)],
     ).rows
-    values: dict[str, list[str]] = {}
-    for (text,) in rows:
-        for key, value in (json.loads(text) if text else {}).items():
-            if key in DEVICE_LABELS and str(value) not in values.setdefault(key, []):
-                values[key].append(str(value))
-    return "; ".join(", ".join(f"{k}={v}" for v in vs) for k, vs in values.items() if len(vs) > 1)
+    return [{str(k): str(v) for k, v in (json.loads(text) if text else {}).items()} for (text,) in rows]
+
+
+#: How a run given no ``--label`` of a name that another run has reads: not known for it, never the other's.
+NOT_GIVEN = "not given"
+
+
+def merged_labels(runs: list[dict[str, str]]) -> dict[str, str]:
+    """One value per label name over the runs: the value where every run has the same one, else each
+    run's in order (``run 1: H100; run 2: not given``). A label one run lacks says nothing of that
+    run's machine: showing the other run's value for it would claim a device it was never given."""
+    names = list(dict.fromkeys(k for labels in runs for k in labels))
+    out: dict[str, str] = {}
+    for name in names:
+        values = [labels.get(name) for labels in runs]
+        if len(set(values)) == 1 and values[0] is not None:
+            out[name] = values[0]
+        else:
+            out[name] = "; ".join(f"run {i}: {NOT_GIVEN if v is None else v}" for i, v in enumerate(values, 1))
+    return out
+
+
+def _differing_labels(analysis: Analysis, capture: str, described: Mapping[str, str]) -> str:
+    """The device labels whose value differs between the runs the card describes, a run given none of
+    that name included, as ``gpu=H100, gpu=H200`` or ``gpu=H100, gpu not given``."""
+    runs = run_labels(analysis, capture, described)
+    said = []
+    for key in dict.fromkeys(k for labels in runs for k in labels if k in DEVICE_LABELS):
+        values = list(dict.fromkeys(labels.get(key) for labels in runs))
+        if len(values) > 1:
+            said.append(", ".join(f"{key} {NOT_GIVEN}" if v is None else f"{key}={v}" for v in values))
+    return "; ".join(said)

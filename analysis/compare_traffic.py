@@ -24,8 +24,18 @@ from infertap.capture.identity import (
 from infertap.capture.reader import CaptureReader
 from infertap.replay.transforms import rechained
 
+from .in_no_group import not_text_words
+from .media import not_text
 from .store import Analysis
-from .workload_identity import capture_identity, continues_responses, quoted, recorders, sent_sql
+from .workload_identity import (
+    asked_header_sets,
+    asked_words,
+    capture_identity,
+    continues_responses,
+    quoted,
+    recorders,
+    sent_sql,
+)
 
 
 def _identity(analysis: Analysis, capture: str, digests: Path) -> WorkloadIdentity:
@@ -50,7 +60,8 @@ def _side(path: str | os.PathLike[str], digests: Path, memory_limit: str) -> dic
         identity, runs = _identity(analysis, capture, digests), recorders(capture)
         if any(r.get("kind") == "replay" for r in runs) and continues_responses(analysis, capture):
             identity = replace(identity, rechained=rechained_requests(capture))
-        return workload_summary(identity, runs)
+        summary = workload_summary(identity, runs)
+        return {**summary, "asked_headers": asked_header_sets(analysis, capture), "not_text": not_text(analysis, capture)}
 
 
 def traffic(
@@ -94,6 +105,16 @@ def traffic(
                 how += f"; {name} replays the other's workload unchanged{moved}"
             else:
                 how += f"; {name} replays the other's workload with {', '.join(y.get('derived_by') or ['no transform recorded'])}"
+    if not identical and wa["asked_headers"] != wb["asked_headers"]:  # what their identities can't name
+        how += (
+            f"; the headers that change what a request asks differ: A's requests sent {asked_words(wa['asked_headers'])}, "
+            f"B's {asked_words(wb['asked_headers'])}"
+        )
+    if wa["not_text"] != wb["not_text"]:  # in neither identity: image, video or speech generation
+        how += (
+            f"; apart from the generation requests (no text tokens to time): A's {not_text_words(wa['not_text'])}, "
+            f"B's {not_text_words(wb['not_text'])}"
+        )
     rechained = 0 if identical or any(unknown.values()) else _rechained_siblings(wa, wb, a_path, b_path)
     if rechained:
         how = (

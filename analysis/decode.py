@@ -36,7 +36,7 @@ from infertap.apis import (
 )
 from infertap.apis.chat_request import ChatRequests
 from infertap.apis.chat_stream import ChatStream, read_chat_stream
-from infertap.capture.identity import exchange_digest
+from infertap.capture.identity import asked_headers, exchange_digest
 from infertap.capture.jsonable import jsonable
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import apart, delivered, recorded_session, request_body_unknown
@@ -387,8 +387,9 @@ class Decoder:
             wall_ns = round(rec.get("wall", 0.0) * 1e9) - rec.get("start_ns", 0)
         sent_wall_ns = wall_ns + rec.get("sent_ns", 0)
         body = rec.get("request_body") or b""
+        asked = asked_headers(rec.get("request_headers")) if request.generation else []
         digest = exchange_digest(rec) if request.generation else None
-        self._request_row(xid, request, body, digest)
+        self._request_row(xid, request, body, digest, _dump([list(h) for h in asked]) if asked else None)
         # The usual streamed chat answer in one pass (read_chat_stream), anything else through its adapter.
         stream = read_chat_stream(rec) if chunks else None
         if stream is not None:
@@ -580,7 +581,7 @@ class Decoder:
             )
         )
 
-    def _request_row(self, xid: str | None, r: Request, body: bytes, digest: bytes | None) -> None:
+    def _request_row(self, xid: str | None, r: Request, body: bytes, digest: bytes | None, asked: str | None) -> None:
         s = r.sampling
         self.sinks["requests"].add(
             (
@@ -605,6 +606,7 @@ class Decoder:
                 _dump(s) if s else None,
                 r.previous_response_id,
                 digest,
+                asked,
             ),
             len(body),
         )

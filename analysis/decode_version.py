@@ -93,4 +93,7 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 74: a request body recorded before request_body_cut whose exchange ended by the client's hang-up or the
 #: recorder's shutdown while it arrived (its error says so) is cut short too: request_body_unknown.
 #: 75: exchanges.choices_finish_reasons: each choice after the first's finish reason (stats counts every choice's).
-DECODE_VERSION = 75
+#: 76: image, video and speech generation routes (apis.media.MEDIA_ROUTES) are no generation requests (api unknown).
+#: 77: requests.digest holds the headers that change what a request asks (identity.ASKED_HEADERS) where sent;
+#: requests.asked_headers names them.
+DECODE_VERSION = 77

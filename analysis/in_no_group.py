@@ -33,4 +33,16 @@ def apart_line(apart: dict[str, int], of: str = "group") -> str | None:
     return f"in no {of} above (no request of their {key} was counted): {said}" if said else None
 
 
-__all__ = ["apart_line", "in_no_group_words", "no_group_line"]
+def not_text_line(counts: dict[str, int]) -> str | None:
+    """What ``stats`` says of ``media.not_text``'s requests; None where there are none."""
+    if not counts:
+        return None
+    return f"not in these figures: {not_text_words(counts)} (no text tokens to time: not counted as generation requests)"
+
+
+def not_text_words(counts: dict[str, int]) -> str:
+    """``media.not_text``'s counts in words: ``2 image generation requests, 1 speech generation request``."""
+    return ", ".join(f"{n} {kind} generation request{'s' if n != 1 else ''}" for kind, n in counts.items()) or "none"
+
+
+__all__ = ["apart_line", "in_no_group_words", "no_group_line", "not_text_line", "not_text_words"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from .claim import FIELDS, claim, field_text, figure_lines, value_text
@@ -33,6 +34,21 @@ def _captures_of(runs: Sequence[tuple[str, str | os.PathLike[str]]]) -> dict[str
     out: dict[str, list[str]] = {}
     for name, path in runs:
         out.setdefault(name, []).append(str(path))
+    return out
+
+
+def headings(runs: Sequence[tuple[str, str | os.PathLike[str]]]) -> list[str]:
+    """Each run's column heading, ``NAME: PATH``: the path's last part, or as many of its last parts as
+    tell it apart from every other column of that name (``run/a/out`` and ``run/b/out``: ``a/out``,
+    ``b/out``), since two columns both headed ``A: out`` can't be told apart."""
+    parts = [(name, Path(os.path.normpath(os.path.abspath(path))).parts) for name, path in runs]
+    out = []
+    for i, (name, mine) in enumerate(parts):
+        others = [p for j, (n, p) in enumerate(parts) if j != i and n == name and p != mine]
+        k = 1
+        while k < len(mine) and any(p[-k:] == mine[-k:] for p in others):
+            k += 1
+        out.append(f"{name}: {'/'.join(mine[-k:]).lstrip('/') or mine[-1]}")
     return out
 
 
@@ -70,5 +86,5 @@ def claim_cards(runs: Sequence[tuple[str, str | os.PathLike[str]]], made: Sequen
             for name, paths in _captures_of(runs).items()
             if len(paths) > 1
         ),
-        _table(["field", *(f"{name}: {os.path.basename(str(path))}" for name, path in runs)], rows, differs),
+        _table(["field", *headings(runs)], rows, differs),
     ]

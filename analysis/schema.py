@@ -206,6 +206,9 @@ REQUESTS = _schema(
     ("previous_response_id", S),
     # A generation request's digest (capture/identity.py's request_digest of its exact bytes), for workload identities.
     ("digest", BIN),
+    # The headers that change what it asks and are in its digest (identity.asked_headers), as JSON
+    # [[name, value], ...]; null where it sent none.
+    ("asked_headers", S),
 )
 
 ENGINES = _schema(

@@ -21,6 +21,7 @@ from .energy import Telemetry
 from .errors import AnalysisError
 from .groupings import GROUPINGS
 from .machines import hostname
+from .media import not_text
 from .partly_counted import partly_counted
 from .sampled import sampled
 from .store import Analysis
@@ -149,6 +150,7 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
         q.close()
     captures = capture_info(analysis)
     return {
+        "not_text": not_text(analysis),
         "by": list(by),
         "captures": captures,
         "engines": engines(analysis),

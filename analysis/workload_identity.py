@@ -10,6 +10,7 @@ capture package's ``OrderedHashes``: the same hashes ``IdentityTally`` computes,
 from __future__ import annotations
 
 import itertools
+import json
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -141,6 +142,25 @@ def with_capped(analysis: Analysis, capture: str, identity: WorkloadIdentity) ->
         [capture],
     ).rows[0]
     return replace(identity, capped=int(capped), behind_max_ms=int(behind) / 1e6)
+
+
+def asked_header_sets(analysis: Analysis, capture: str) -> list[str]:
+    """The headers that change what a request asks (``identity.ASKED_HEADERS``) that the capture's
+    generation requests sent, each distinct set in words (``anthropic-beta: a,b; anthropic-version:
+    2023-06-01``, ``none`` for requests that sent none), sorted: what tells apart two workloads whose
+    requests differ in them alone, which their identities can't say."""
+    rows = analysis.query(
+        "SELECT DISTINCT r.asked_headers FROM exchanges x JOIN requests r USING (capture, exchange_id) "
+        f"WHERE x.capture = ? AND {_GENERATION}",
+        [capture],
+    ).rows
+    sets = {"; ".join(f"{n}: {v}" for n, v in json.loads(text)) if text else "none" for (text,) in rows}
+    return sorted(sets)
+
+
+def asked_words(sets: Sequence[str]) -> str:
+    """``asked_header_sets`` in one phrase: ``anthropic-beta: a`` or ``none or anthropic-beta: a``."""
+    return " or ".join(sets) or "none"
 
 
 def recorders(capture: str | Path) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .analysis.groupings import GROUPINGS
-from .analysis.in_no_group import apart_line, no_group_line
+from .analysis.in_no_group import apart_line, no_group_line, not_text_line
 from .analysis.stats_energy import figures_line, measured_by, not_measured, notes
 from .analysis.stats_energy import fixed as _num  # a figure as stats prints it, the energy line's too
 from .capture.jsonable import jsonable
@@ -139,6 +139,8 @@ def _print_stats(result: dict[str, Any]) -> None:
 
     console = Console(width=None if sys.stdout.isatty() else 200)
     _print_engines(result["engines"])
+    if said := not_text_line(result.get("not_text") or {}):
+        _out(said)
     if not result["groups"]:
         _out(no_group_line(result["in_no_group"]))
         return

@@ -17,6 +17,7 @@ from typing import Any
 from .body import NOT_IN_FILE, NOT_KEPT, decoding, ended_payloads, framing, head_of, invalid_utf8
 from .fastjson import loads, loads_exact
 from .llamacpp import LlamaCpp
+from .media import media_kind
 from .messages import Messages
 from .ollama import OllamaChat, OllamaGenerate
 from .openai import Chat, Completions, choices_error, matched_stop_after
@@ -70,6 +71,8 @@ def api_for(path: str | None, body: Any = None) -> Api:
     if api is not None:
         return api
     if (path or "").split("?", 1)[0].rstrip("/").endswith(_NOT_GENERATION) or not isinstance(body, dict):
+        return UNKNOWN
+    if media_kind(path) is not None:  # an image's prompt is no text completion's
         return UNKNOWN
     if "anthropic_version" in body and "messages" in body:
         return MESSAGES  # Anthropic's Messages on Vertex AI (``...:rawPredict``) or Bedrock (``/model/.../invoke``)

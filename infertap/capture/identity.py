@@ -1,11 +1,14 @@
 """Workload identity: proof that two runs saw identical traffic (docs/analysis.md, "Workload identity").
 
 A capture's *workload* is its generation requests (those its API's adapter reads as asking for
-tokens: ``messages``, ``prompt`` or ``input``; not ``/v1/models`` or ``/tokenize``), less those
+tokens: ``messages``, ``prompt`` or ``input``; not ``/v1/models``, ``/tokenize`` or an image's
+``/images/generations``: ``infertap.apis.media.MEDIA_ROUTES``), less those
 infertap refused itself (the engine never saw them). Two hashes identify it:
 
 - ``workload``: sha256 over each request's digest in send order, a request's digest being the
-  sha256 of ``METHOD SP PATH[?QUERY] LF`` followed by its exact body bytes. Headers don't count.
+  sha256 of ``METHOD SP PATH[?QUERY] LF`` followed by its exact body bytes. Headers don't count,
+  but for those that change what a request asks (``ASKED_HEADERS``: ``anthropic-beta``,
+  ``anthropic-version``, ``OpenAI-Beta``), which go on the first line where sent.
 - ``schedule``: sha256 over the requests' send times relative to the first one, in whole
   milliseconds (``SCHEDULE_RESOLUTION_NS``), rounded half up.
 - ``request_set``: sha256 over the request digests sorted, whatever order they were sent in: the
@@ -34,14 +37,15 @@ analysis from the same digests (``identity_of``), so both agree.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
 from .records import request_body_unknown
-from .redact import without_redacted
+from .redact import REDACTED, without_redacted
 
 #: The schedule identity's resolution: send times are rounded to whole milliseconds.
 SCHEDULE_RESOLUTION_NS = 1_000_000
@@ -49,14 +53,39 @@ SCHEDULE_RESOLUTION_NS = 1_000_000
 VERSION = "wl1"
 
 
-def request_digest(method: str, path: str, query: str | None, body: bytes) -> bytes:
-    """One request's digest: method, path (with its query) and the exact body bytes. A query
-    parameter the capture redacted (``key=[REDACTED]``) is a credential of the place it was sent to,
-    no part of the workload: left out, so a replay that sends the target's own key, or none, asks
-    the same."""
+#: Request headers that change what a request asks, not where it goes or who asks: the features
+#: it turns on (Anthropic's ``anthropic-beta``: context management, longer output, tools; OpenAI's
+#: ``OpenAI-Beta``) and the API version that reads its body (``anthropic-version``). Part of its
+#: digest where sent; no other header is (credentials, redacted at capture, never).
+ASKED_HEADERS = ("anthropic-beta", "anthropic-version", "openai-beta")
+
+
+def asked_headers(headers: Iterable[Iterable[str]] | None) -> list[tuple[str, str]]:
+    """The ``ASKED_HEADERS`` of a request's ``[name, value]`` pairs, by name (lower case), each one's
+    comma-separated values sorted and joined (``beta-a,beta-b``): the same features asked for in
+    another order or over several header lines ask the same. A value the capture redacted (a user's
+    ``--redact-header``) is not known, so not part of it."""
+    found: dict[str, set[str]] = {}
+    for pair in headers or ():
+        name, value = (list(pair) + ["", ""])[:2]
+        if not isinstance(name, str) or not isinstance(value, str) or REDACTED in value:
+            continue
+        if (key := name.lower()) in ASKED_HEADERS:
+            found.setdefault(key, set()).update(v.strip() for v in value.split(",") if v.strip())
+    return [(name, ",".join(sorted(values))) for name, values in sorted(found.items()) if values]
+
+
+def request_digest(method: str, path: str, query: str | None, body: bytes, headers: Sequence[tuple[str, str]] = ()) -> bytes:
+    """One request's digest: method, path (with its query), the headers that change what it asks
+    (``asked_headers``: after a tab, as JSON, on the first line; none sent, the line as before,
+    so the identities of requests without them stay what they were) and the exact body bytes. A
+    query parameter the capture redacted (``key=[REDACTED]``) is a credential of the place it was
+    sent to, no part of the workload: left out, so a replay that sends the target's own key, or
+    none, asks the same."""
     query = without_redacted(query) if query else query
     target = path + ("?" + query if query else "")
-    h = hashlib.sha256(f"{method} {target}\n".encode())
+    asked = "\t" + json.dumps([list(h) for h in headers], separators=(",", ":")) if headers else ""
+    h = hashlib.sha256(f"{method} {target}{asked}\n".encode())
     h.update(body)  # not concatenated: a body can be megabytes
     return h.digest()
 
@@ -64,7 +93,8 @@ def request_digest(method: str, path: str, query: str | None, body: bytes) -> by
 def exchange_digest(record: dict[str, Any]) -> bytes:
     """``request_digest`` of an exchange record's request."""
     body = record.get("request_body") or b""
-    return request_digest(record.get("method") or "", record.get("path") or "", record.get("query"), body)
+    asked = asked_headers(record.get("request_headers"))
+    return request_digest(record.get("method") or "", record.get("path") or "", record.get("query"), body, asked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,6 +482,9 @@ def _changes(recorder: dict[str, Any], rechained: int) -> Iterator[str]:
         yield f"--unset {key}"
     if t.get("pin_defaults"):
         yield "--pin-defaults"
+    for option, key in (("--header", "headers"), ("--drop-header", "drop_headers")):
+        # a header that changes what the requests ask (ASKED_HEADERS) is part of their identity
+        yield from (f"{option} {name}" for name in t.get(key) or () if name.lower() in ASKED_HEADERS)
     filters = recorder.get("filters") or {}
     for key, name in (("paths", "path"), ("models", "model"), ("statuses", "status")):
         for value in filters.get(key) or ():

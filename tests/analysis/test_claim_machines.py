@@ -16,16 +16,18 @@ from infertap.cli import cli
 from tests.analysis.test_claim import _answer, _snapshot
 
 
-def _run(path: Path, host: str, gpu: str, wall: float, url: str = "http://127.0.0.1:8080") -> None:
+def _run(path: Path, host: str, gpu: str, wall: float, url: str = "http://127.0.0.1:8080", labelled: bool = True) -> None:
     """One recording run appended to ``path``: a probe of ``url`` on machine ``host`` (its GPU ``gpu``,
-    labelled so), then two answered chat requests."""
+    labelled so where ``labelled``), then two answered chat requests."""
     snapshot = _snapshot("fp1", url=url, wall=wall)  # one engine configuration on every machine
     snapshot["host"] = {
         **snapshot["host"],
         "hostname": host,
         "gpus": [{"index": 0, "name": gpu, "driver": "550", "vbios": "v", "cuda": "12.4"}],
     }
-    with CaptureWriter(path, recorder={"kind": "proxy", "upstream": url}, labels={"gpu": gpu.split()[-1]}, wall=wall) as w:
+    with CaptureWriter(
+        path, recorder={"kind": "proxy", "upstream": url}, labels={"gpu": gpu.split()[-1]} if labelled else {}, wall=wall
+    ) as w:
         w.write(snapshot)
         for i in range(2):
             body = json.dumps({"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}).encode()
@@ -68,3 +70,18 @@ def test_remote_engines_on_two_hosts_are_two_machines(tmp_path):
     text = field_text("device", claim(two, cache_dir=tmp_path / "cache")["device"])
     assert "2 machines (10.0.0.5; 10.0.0.6)" in text and "gpu=H100, gpu=H200" in text
     assert "machines" not in field_text("device", claim(one, cache_dir=tmp_path / "cache")["device"])
+
+
+def test_a_label_one_run_lacks_is_not_given_for_that_run(tmp_path):
+    """`--label gpu=H100` on one run and none on the other: the card showed H100 as both runs' device
+    and flagged nothing, as if the unlabelled run had been given it."""
+    half, both = tmp_path / "half", tmp_path / "both"
+    _run(half, "box-a", "NVIDIA H100", 1.8e9, url="http://10.0.0.5:8080")
+    _run(half, "box-a", "NVIDIA H100", 1.8e9 + 3600, url="http://10.0.0.5:8080", labelled=False)
+    _run(both, "box-a", "NVIDIA H100", 1.8e9, url="http://10.0.0.5:8080")
+    _run(both, "box-a", "NVIDIA H100", 1.8e9 + 3600, url="http://10.0.0.5:8080")  # the same label on both (must match)
+    card = claim(half, cache_dir=tmp_path / "cache")
+    assert card["device"]["value"]["labels"] == {"gpu": "run 1: H100; run 2: not given"}
+    assert "labelled gpu=H100, gpu not given" in card["device"]["unknown"] and "device" in unknown_fields(card)
+    same = claim(both, cache_dir=tmp_path / "cache")
+    assert same["device"]["value"]["labels"] == {"gpu": "H100"} and "labelled" not in (same["device"].get("unknown") or "")

@@ -1,0 +1,28 @@
+"""Requests that generate something other than text (``infertap.apis.media.MEDIA_ROUTES``: an image, a
+video, speech): no generation request, since they have no text tokens to time, so in no figure and
+no workload identity; counted here, by kind, so that ``stats``, ``compare`` and the claim card name
+them rather than leave them out silently."""
+
+from __future__ import annotations
+
+from infertap.apis.media import MEDIA_ROUTES
+
+from .store import Analysis
+
+_ROUTE = "rtrim(split_part(path, '?', 1), '/')"
+
+
+def not_text(analysis: Analysis, capture: str | None = None) -> dict[str, int]:
+    """The requests sent (not refused) to a route of ``MEDIA_ROUTES``, by kind (``{"image": 2}``), of
+    the loaded captures or of one (its ``capture`` column value)."""
+    case = "CASE " + " ".join(f"WHEN ends_with({_ROUTE}, '{suffix}') THEN '{made}'" for suffix, made in MEDIA_ROUTES) + " END"
+    where = "" if capture is None else "AND capture = ?"
+    rows = analysis.query(
+        f"SELECT kind, count(*) FROM (SELECT {case} AS kind FROM exchanges "
+        f"WHERE \"end\" IS DISTINCT FROM 'refused' {where}) WHERE kind IS NOT NULL GROUP BY kind ORDER BY kind",
+        [] if capture is None else [capture],
+    ).rows
+    return {str(kind): int(n) for kind, n in rows}
+
+
+__all__ = ["not_text"]

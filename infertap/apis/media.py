@@ -1,0 +1,24 @@
+"""Routes that generate something other than text, alone in their module: analysis counts their
+requests apart without importing any API's reader (a warm ``infertap stats`` reads none)."""
+
+from __future__ import annotations
+
+#: Routes that generate something other than text from a ``prompt`` or ``input`` (OpenAI's
+#: ``images.generate``/``edit``/``create_variation``, ``videos.create``, ``audio.speech.create``),
+#: by what they make: no text tokens to time, so no generation request, counted apart (``media_kind``).
+MEDIA_ROUTES: tuple[tuple[str, str], ...] = (
+    ("/images/generations", "image"),
+    ("/images/edits", "image"),
+    ("/images/variations", "image"),
+    ("/videos", "video"),
+    ("/audio/speech", "speech"),
+)
+
+
+def media_kind(path: str | None) -> str | None:
+    """What a request to ``path`` generates where it is not text (``MEDIA_ROUTES``), else None."""
+    route = (path or "").split("?", 1)[0].rstrip("/")
+    return next((kind for suffix, kind in MEDIA_ROUTES if route.endswith(suffix)), None)
+
+
+__all__ = ["MEDIA_ROUTES", "media_kind"]

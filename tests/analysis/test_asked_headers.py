@@ -1,0 +1,98 @@
+"""Headers that change what a request asks (`anthropic-beta` turns on features, `anthropic-version`
+picks the API version that reads the body, `OpenAI-Beta` likewise) were no part of the workload
+identity: two runs differing only in them were declared identical workloads. They are now part of a
+request's digest where sent; a capture without them keeps the identity it had."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from click.testing import CliRunner
+
+from infertap.analysis.claim import claim, field_text
+from infertap.analysis.compare import compare
+from infertap.capture.identity import asked_headers, replay_derivation, workload_identity
+from infertap.cli import cli
+from tests.helpers import write_capture
+
+BODY = {"model": "claude-x", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+ANSWER = json.dumps(
+    {"type": "message", "role": "assistant", "content": [{"type": "text", "text": "hello"}], "stop_reason": "end_turn",
+     "usage": {"input_tokens": 3, "output_tokens": 2}}
+).encode()  # fmt: skip
+BASE = [["content-type", "application/json"], ["x-api-key", "[REDACTED]"], ["anthropic-version", "2023-06-01"]]
+
+
+def _capture(path, headers):
+    write_capture(path, [{"path": "/v1/messages", "body": BODY, "headers": headers, "chunks": [ANSWER]}], run_wall=1.8e9)
+
+
+def test_headers_that_change_what_a_request_asks_are_in_its_identity(tmp_path, monkeypatch):
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    beta = ["anthropic-beta", "context-management-2025-06-27,output-128k-2025-02-19"]
+    _capture(tmp_path / "beta", [*BASE, beta])
+    _capture(tmp_path / "plain", BASE)
+    # Must match: the same features over two lines in another order, another key, another user agent.
+    again = [["anthropic-beta", "output-128k-2025-02-19"], ["Anthropic-Beta", " context-management-2025-06-27"]]
+    _capture(tmp_path / "again", [["x-api-key", "[REDACTED]"], ["user-agent", "other/2"], *BASE[2:], *again])
+    ids = {name: workload_identity(tmp_path / name).workload for name in ("beta", "plain", "again")}
+    assert ids["beta"] != ids["plain"] and ids["beta"] == ids["again"]
+    # The tables' identity (stats, compare, the card) is the capture package's.
+    assert claim(tmp_path / "beta", cache_dir=tmp_path / "cache")["workload"]["value"]["identity"] == ids["beta"]
+    t = compare(tmp_path / "beta", tmp_path / "plain")["traffic"]
+    assert not t["identical"] and "1 of A's 1 generation requests are not in B" in t["how"]
+    assert compare(tmp_path / "beta", tmp_path / "again")["traffic"]["identical"]
+    said = (
+        "the headers that change what a request asks differ: A's requests sent anthropic-beta: "
+        "context-management-2025-06-27,output-128k-2025-02-19; anthropic-version: 2023-06-01, B's anthropic-version: 2023-06-01"
+    )
+    assert said in t["how"]
+    out = CliRunner().invoke(cli, ["compare", str(tmp_path / "beta"), str(tmp_path / "plain")]).output
+    assert "traffic: identical" not in out and said in " ".join(out.split())
+    # The card names them, as its identity can't.
+    text = field_text("workload", claim(tmp_path / "beta", cache_dir=tmp_path / "cache")["workload"])
+    assert "; headers asked: anthropic-beta: context-management-2025-06-27,output-128k-2025-02-19; anthropic-version" in text
+    no_beta = field_text("workload", claim(tmp_path / "plain", cache_dir=tmp_path / "cache")["workload"])
+    assert "headers asked: anthropic-version: 2023-06-01" in no_beta and "anthropic-beta" not in no_beta
+    # anthropic-version too: another API version is another request.
+    _capture(tmp_path / "v2", [*BASE[:2], ["anthropic-version", "2099-01-01"]])
+    assert workload_identity(tmp_path / "v2").workload != ids["plain"]
+
+
+def test_only_the_asked_headers_are_read_and_a_redacted_one_is_not_known():
+    assert asked_headers([["x-api-key", "[REDACTED]"], ["user-agent", "u"]]) == []
+    assert asked_headers([["OpenAI-Beta", "assistants=v2"]]) == [("openai-beta", "assistants=v2")]
+    assert asked_headers([["anthropic-beta", "[REDACTED]"]]) == []  # redacted by the user: not known
+
+
+def test_the_unchanged_identity_of_a_capture_without_them(tmp_path):
+    """The digest of old: sha256 of the request line and the body, whatever other headers were sent."""
+    write_capture(tmp_path / "c", [{"path": "/v1/messages", "body": BODY, "headers": [["x-api-key", "[REDACTED]"]]}])
+    body = json.dumps(BODY).encode()
+    old = hashlib.sha256(b"wl1" + hashlib.sha256(b"POST /v1/messages\n" + body).digest()).hexdigest()
+    assert workload_identity(tmp_path / "c").workload == old
+
+
+def test_a_replay_that_sets_or_drops_one_names_it():
+    recorder = {"kind": "replay", "transforms": {"headers": ["anthropic-beta", "x-trace"], "drop_headers": ["OpenAI-Beta"]}}
+    assert replay_derivation(recorder) == ["--header anthropic-beta", "--drop-header OpenAI-Beta"]
+    assert replay_derivation({"kind": "replay", "transforms": {"headers": ["x-trace"]}}) == []  # must match: no change
+
+
+def test_a_replay_sends_them_as_recorded_and_keeps_its_sources_identity(tmp_path):
+    """An unchanged replay sends the recorded anthropic-beta (identical to its source); one that drops
+    it asks something else, and says why."""
+    from infertap.capture.info import summarize
+    from infertap.replay import ReplayConfig, run_replay
+    from infertap.replay.transforms import Transforms
+    from tests.fake_upstream import FakeUpstream, ServerThread
+
+    _capture(tmp_path / "src", [*BASE, ["anthropic-beta", "context-management-2025-06-27"]])
+    with ServerThread(FakeUpstream()) as server:
+        run_replay(ReplayConfig(tmp_path / "src", server.url, tmp_path / "same", probe=False))
+        dropped = Transforms(drop_headers={"anthropic-beta"})
+        run_replay(ReplayConfig(tmp_path / "src", server.url, tmp_path / "dropped", probe=False, transforms=dropped))
+    same, other = summarize(tmp_path / "same")["workload"], summarize(tmp_path / "dropped")["workload"]
+    assert same["same_as_source"] and same["workload"] == workload_identity(tmp_path / "src").workload
+    assert other["same_as_source"] is False and other["derived_by"] == ["--drop-header anthropic-beta"]
