@@ -37,7 +37,8 @@ SELECT * FROM (
 # nothing new about the answer. `output_run_id` and `prompt_run_id` name the run that counted each.
 # Whether the capture's rebuilt prompts can stand for the engine's: not where any disagreed with the
 # engine's own count (usage), as when the engine renders otherwise than its probed template says.
-# compare chooses by the same orders (compare.py's ``Run``): its figures are of the same enrichments.
+# compare chooses by the same orders (compare.py's ``Run``): its figures are of the same enrichments;
+# replay's --pin-defaults reads settings by SETTINGS_FROM's order too (infertap.capture.records.settings_rank).
 #: Of an exchange's enrichments (rows with ``kind``, ``wall``, ``output_tokens``, ``prompt_tokens``
 #: as the ``enrichments`` table has them), the first in each order is the one each field is taken from.
 SETTINGS_FROM = "kind IS NULL, wall DESC NULLS LAST"
