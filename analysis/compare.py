@@ -151,13 +151,15 @@ class Run:
         )
         # Each field from the enrichment enrichment_latest takes it from (views.py's orders): a later
         # enrichment that could not count (its probe failed) erases no earlier count, ids or settings.
+        # Chosen by their narrow columns, then the blobs joined by place: sorting the blobs in the
+        # aggregates took twice as long.
+        rows = f"read_parquet({_lit(side.enrichments_file)}, hive_partitioning = false)"
         con.execute(
-            f"CREATE OR REPLACE TABLE {name}_e AS SELECT exchange_id, "
-            f"first(settings ORDER BY {SETTINGS_FROM}, ord DESC) AS settings, "
-            f"list_value(first(prompt ORDER BY {PROMPT_FROM}, ord DESC), first(output ORDER BY {OUTPUT_FROM}, ord DESC), "
-            f"first(settings ORDER BY {SETTINGS_FROM}, ord DESC)) AS enrichment, "
-            f"first(prompt_disagrees ORDER BY {PROMPT_FROM}, ord DESC) AS prompt_disagrees "
-            f"FROM read_parquet({_lit(side.enrichments_file)}, hive_partitioning = false) GROUP BY exchange_id"
+            f"CREATE OR REPLACE TABLE {name}_e AS WITH chosen AS (SELECT exchange_id, "
+            f"first(ord ORDER BY {SETTINGS_FROM}, ord DESC) AS s_ord, first(ord ORDER BY {PROMPT_FROM}, ord DESC) AS p_ord, "
+            f"first(ord ORDER BY {OUTPUT_FROM}, ord DESC) AS o_ord FROM {rows} GROUP BY exchange_id) "
+            "SELECT c.exchange_id, s.settings, list_value(p.prompt, o.output, s.settings) AS enrichment, p.prompt_disagrees "
+            f"FROM chosen c JOIN {rows} s ON s.ord = c.s_ord JOIN {rows} p ON p.ord = c.p_ord JOIN {rows} o ON o.ord = c.o_ord"
         )
         # Whether any rebuilt prompt taken disagreed with the engine's own count: then none is the
         # prompt the engine ran (it renders otherwise than its probed template says). A superseded
