@@ -49,6 +49,7 @@ from .stats import telemetry_sampled, telemetry_urls, ttft_mix
 from .store import MEMORY_ENV, Analysis
 from .summaries import cached_side, load
 from .unpaired import nothing_to_compare
+from .views import OUTPUT_FROM, PROMPT_FROM, SETTINGS_FROM
 
 SPEED_METRICS = ("ttft", "ttft_content", "tpot", "e2e")
 #: Metrics that mean another thing for a body not streamed (the time to all of it): compared only
@@ -102,8 +103,9 @@ class Workspace:
 
 class Run:
     """One side of a comparison, in the workspace: ``<name>_x`` its exchanges summarized
-    (summaries.py), ``<name>_e`` the newest enrichment of each, ``<name>_m`` its metrics; its last
-    engine snapshot and every engine configuration it ran under, torn tails, energy and engine state."""
+    (summaries.py), ``<name>_e`` the enrichment of each (each field as ``enrichment_latest`` takes
+    it), ``<name>_m`` its metrics; its last engine snapshot and every engine configuration it ran
+    under, torn tails, energy and engine state."""
 
     def __init__(
         self, path: str | os.PathLike[str], ws: Workspace, name: str, *, last_user: bool = False, metrics: bool = True
@@ -147,15 +149,22 @@ class Run:
         con.execute(
             f"CREATE OR REPLACE VIEW {name}_x AS SELECT * FROM read_parquet({_lit(side.exchanges_file)}, hive_partitioning = false)"
         )
+        # Each field from the enrichment enrichment_latest takes it from (views.py's orders): a later
+        # enrichment that could not count (its probe failed) erases no earlier count, ids or settings.
+        # Chosen by their narrow columns, then the blobs joined by place: sorting the blobs in the
+        # aggregates took twice as long.
+        rows = f"read_parquet({_lit(side.enrichments_file)}, hive_partitioning = false)"
         con.execute(
-            f"CREATE OR REPLACE TABLE {name}_e AS SELECT exchange_id, arg_max(settings, ord) AS settings, "
-            f"arg_max(enrichment, ord) AS enrichment FROM read_parquet({_lit(side.enrichments_file)}, hive_partitioning = false) GROUP BY exchange_id"
+            f"CREATE OR REPLACE TABLE {name}_e AS WITH chosen AS (SELECT exchange_id, "
+            f"first(ord ORDER BY {SETTINGS_FROM}, ord DESC) AS s_ord, first(ord ORDER BY {PROMPT_FROM}, ord DESC) AS p_ord, "
+            f"first(ord ORDER BY {OUTPUT_FROM}, ord DESC) AS o_ord FROM {rows} GROUP BY exchange_id) "
+            "SELECT c.exchange_id, s.settings, list_value(p.prompt, o.output, s.settings) AS enrichment, p.prompt_disagrees "
+            f"FROM chosen c JOIN {rows} s ON s.ord = c.s_ord JOIN {rows} p ON p.ord = c.p_ord JOIN {rows} o ON o.ord = c.o_ord"
         )
-        # Whether any rebuilt prompt of the run disagreed with the engine's own count: then none is
-        # the prompt the engine ran (it renders otherwise than its probed template says).
-        (disagreed,) = con.execute(
-            f"SELECT coalesce(bool_or(prompt_disagrees), false) FROM read_parquet({_lit(side.enrichments_file)}, hive_partitioning = false)"
-        ).fetchall()[0]
+        # Whether any rebuilt prompt taken disagreed with the engine's own count: then none is the
+        # prompt the engine ran (it renders otherwise than its probed template says). A superseded
+        # one is not asked, as enrichment_latest's prompt_trusted doesn't ask it.
+        (disagreed,) = con.execute(f"SELECT coalesce(bool_or(prompt_disagrees), false) FROM {name}_e").fetchall()[0]
         self.prompts_distrusted = bool(disagreed)
         if metrics:
             con.execute(

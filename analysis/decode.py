@@ -196,6 +196,15 @@ def _int(value: Any) -> int | None:
     return None
 
 
+def enrichment_keys(rec: dict[str, Any]) -> tuple[float | None, Any, int | None, int | None]:
+    """An enrichment record's ``wall``, ``kind``, output and prompt counts as the ``enrichments`` table
+    holds them: what each field of an exchange's enrichments is chosen by (views.py's ``SETTINGS_FROM``,
+    ``OUTPUT_FROM``, ``PROMPT_FROM``), in the decoded tables and in compare's summaries alike."""
+    pt = rec.get("prompt_tokens") or {}
+    ot = rec.get("output_tokens") or {}
+    return _num(rec.get("wall")), rec.get("kind"), _int(ot.get("count")), _int(pt.get("count"))
+
+
 def _num(value: Any) -> float | None:
     """A finite number: NaN or an infinity (an engine's timing of 1e309) is unknown, not a value
     that poisons every mean and sum over it."""
@@ -647,20 +656,21 @@ class Decoder:
         ids = pt.get("ids") if isinstance(pt.get("ids"), list) else None
         if self.part is None:
             self.prompt_tokens(rec)
+        wall, kind, output_count, prompt_count = enrichment_keys(rec)
         self.sinks["enrichments"].add(
             (
                 self.capture,
                 rec.get("exchange_id"),
                 self.run["run_id"],
-                _num(rec.get("wall")),
+                wall,
                 rec.get("engine"),
-                rec.get("kind"),
-                _int(pt.get("count")),
+                kind,
+                prompt_count,
                 ids,
                 _text(pt.get("source")),
                 _text(pt.get("rendered")),
                 pt.get("agrees_with_usage"),
-                _int(ot.get("count")),
+                output_count,
                 ot.get("ids") if isinstance(ot.get("ids"), list) else None,
                 _text(ot.get("source")),
                 _dump(rec.get("settings")),

@@ -45,7 +45,7 @@ from .divergence import (
 )
 from .extract import Grader
 from .pairing import PairTable
-from .summaries import Summary, load, load_summary
+from .summaries import Summary, load_enrichment, load_summary
 
 #: Pairs diffed per batch: their summaries, and nothing else of the runs, are in Python at once.
 BATCH_PAIRS = 5_000
@@ -190,7 +190,8 @@ def divergence(
         columns = [chunk.column(i).to_pylist() for i in range(5)]
         for ord_, blob_a, blob_b, blob_ea, blob_eb in zip(*columns, strict=True):
             sa, sb = load_summary(blob_a), load_summary(blob_b)
-            ea, eb = (load(blob_ea) if blob_ea is not None else None), (load(blob_eb) if blob_eb is not None else None)
+            ea = load_enrichment(blob_ea) if blob_ea is not None else None
+            eb = load_enrichment(blob_eb) if blob_eb is not None else None
             if prompts is not None:
                 d = prompt_diff(ea, eb, distrusted)
                 if d is not None:
@@ -318,8 +319,13 @@ def _in_order(con: Any, folder: Path, a: str, b: str, pairs: PairTable, batch: i
     if not pairs.pairs:
         return
     total = sum(
-        con.execute(f"SELECT coalesce(sum(octet_length({column})), 0) FROM {table}").fetchall()[0][0]
-        for table, column in ((f"{a}_x", "summary"), (f"{b}_x", "summary"), (f"{a}_e", "enrichment"), (f"{b}_e", "enrichment"))
+        con.execute(f"SELECT coalesce(sum({size}), 0) FROM {table}").fetchall()[0][0]
+        for table, size in (
+            (f"{a}_x", "octet_length(summary)"),
+            (f"{b}_x", "octet_length(summary)"),
+            (f"{a}_e", "list_sum(list_transform(enrichment, lambda f: octet_length(f)))"),  # its fields' blobs
+            (f"{b}_e", "list_sum(list_transform(enrichment, lambda f: octet_length(f)))"),
+        )
     )
     ranges = max(1, min(pairs.pairs, -(-total // BUCKET_BYTES)))
     folder.mkdir(parents=True, exist_ok=True)
@@ -355,7 +361,7 @@ def _range(folder: Path, k: int, batch: int) -> Iterator[pa.RecordBatch]:
         return
     if sa is None or sb is None or not sa.column("ord").equals(sb.column("ord")):
         raise AssertionError(f"pairs of range {k} without both sides")  # each pair has both: inner joins on it
-    ea = eb = pa.nulls(sa.num_rows, pa.binary())
+    ea = eb = pa.nulls(sa.num_rows, pa.list_(pa.binary()))
     if e is not None and e.num_rows:  # the enriched pairs only: each pair's place among them, or null
         at = pc.index_in(sa.column("ord"), value_set=e.column("ord"))
         ea, eb = pc.take(e.column("ea"), at), pc.take(e.column("eb"), at)

@@ -36,7 +36,7 @@ from infertap.capture.reader import CaptureReader
 from infertap.capture.records import delivered, request_body_unknown
 
 from .cache import CachedCapture
-from .decode import name_apart
+from .decode import enrichment_keys, name_apart
 from .decoding import repeated_ids, repeats, repeats_warning
 from .divergence import Position, logprob_positions
 
@@ -108,7 +108,9 @@ BATCH_ROWS = 5_000
 #: are its logprob positions.
 #: 60: llama.cpp's post-sampling probabilities (``prob``, ``top_probs``) are logprob positions, as their logs.
 #: 61: each other choice's logprob positions (n > 1: compare's KL takes every choice).
-SUMMARY_VERSION = 61
+#: 62: every enrichment with its wall, engine kind and counts, its prompt and output apart: compare takes
+#: each field from the enrichment that ``enrichment_latest`` takes it from, not the newest one whole.
+SUMMARY_VERSION = 62
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -126,12 +128,19 @@ EXCHANGE_SCHEMA = pa.schema(
     ]
 )
 
+#: Every enrichment of the capture: compare takes each field of an exchange's from the one
+#: ``enrichment_latest`` takes it from (views.py's orders, over ``wall``, ``kind`` and the counts).
 ENRICHMENT_SCHEMA = pa.schema(
     [
-        ("ord", pa.int64()),  # record order: a later enrichment of the same exchange replaces an earlier one
+        ("ord", pa.int64()),  # record order: between enrichments of one wall, the later is taken
         ("exchange_id", pa.string()),
+        ("wall", pa.float64()),
+        ("kind", pa.string()),  # the engine's kind; null where its probe failed (engine unknown)
+        ("output_tokens", pa.int64()),  # the output's count; null where it was not counted
+        ("prompt_tokens", pa.int64()),  # the prompt's count; null where it was not counted
         ("settings", pa.binary()),  # pickled ``settings``: equal bytes, equal settings (grouped in SQL)
-        ("enrichment", pa.binary()),  # pickled {prompt_tokens, output_tokens, settings}
+        ("prompt", pa.binary()),  # pickled ``prompt_tokens`` (ids, rendered text, ...)
+        ("output", pa.binary()),  # pickled ``output_tokens`` (ids, ...)
         # The rebuilt prompt's count disagreed with the engine's own (usage): the engine renders
         # prompts otherwise than its probed template says (a chat format it was started with).
         ("prompt_disagrees", pa.bool_()),
@@ -272,8 +281,15 @@ def request_key(record: dict[str, Any]) -> bytes:
 
 
 def load(blob: bytes) -> Any:
-    """An enrichment or settings written here, as it was."""
+    """An enrichment's field (settings, prompt or output tokens) written here, as it was."""
     return pickle.loads(blob)
+
+
+def load_enrichment(blobs: list[bytes]) -> dict[str, Any]:
+    """An exchange's enrichment as compare chose it (``Run``'s ``enrichment``: its prompt, output and
+    settings blobs, each of the enrichment it is taken from), as one record holds them."""
+    prompt, output, settings = blobs
+    return {"prompt_tokens": load(prompt), "output_tokens": load(output), "settings": load(settings)}
 
 
 def load_summary(blob: bytes) -> Summary:
@@ -375,10 +391,22 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
                 n += 1
                 carried.setdefault(*run)
             elif kind == "enrichment":
-                settings = record.get("settings")
-                kept = {k: record.get(k) for k in ("prompt_tokens", "output_tokens", "settings")}  # truthy, as the record is
+                wall, engine, output_count, prompt_count = enrichment_keys(record)
                 disagrees = (record.get("prompt_tokens") or {}).get("agrees_with_usage") is False
-                enrichments.add((e, record["exchange_id"], _dump(settings), _dump(kept), disagrees))
+                enrichments.add(
+                    (
+                        e,
+                        record["exchange_id"],
+                        wall,
+                        None if engine is None else str(engine),
+                        output_count,
+                        prompt_count,
+                        _dump(record.get("settings")),
+                        _dump(record.get("prompt_tokens")),
+                        _dump(record.get("output_tokens")),
+                        disagrees,
+                    )
+                )
                 e += 1
             elif kind == "header":
                 recorders.add(str((record.get("recorder") or {}).get("kind", "?")))

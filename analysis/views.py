@@ -37,13 +37,21 @@ SELECT * FROM (
 # nothing new about the answer. `output_run_id` and `prompt_run_id` name the run that counted each.
 # Whether the capture's rebuilt prompts can stand for the engine's: not where any disagreed with the
 # engine's own count (usage), as when the engine renders otherwise than its probed template says.
-ENRICHMENT_LATEST = """
+# compare chooses by the same orders (compare.py's ``Run``): its figures are of the same enrichments;
+# replay's --pin-defaults reads settings by SETTINGS_FROM's order too (infertap.capture.records.settings_rank).
+#: Of an exchange's enrichments (rows with ``kind``, ``wall``, ``output_tokens``, ``prompt_tokens``
+#: as the ``enrichments`` table has them), the first in each order is the one each field is taken from.
+SETTINGS_FROM = "kind IS NULL, wall DESC NULLS LAST"
+OUTPUT_FROM = "output_tokens IS NULL, wall DESC NULLS LAST"
+PROMPT_FROM = "prompt_tokens IS NULL, wall DESC NULLS LAST"
+
+ENRICHMENT_LATEST = f"""
 CREATE OR REPLACE VIEW enrichment_latest AS
 WITH ranked AS (
     SELECT *,
-        row_number() OVER (PARTITION BY capture, exchange_id ORDER BY kind IS NULL, wall DESC NULLS LAST) AS rn,
-        row_number() OVER (PARTITION BY capture, exchange_id ORDER BY output_tokens IS NULL, wall DESC NULLS LAST) AS out_rn,
-        row_number() OVER (PARTITION BY capture, exchange_id ORDER BY prompt_tokens IS NULL, wall DESC NULLS LAST) AS prompt_rn
+        row_number() OVER (PARTITION BY capture, exchange_id ORDER BY {SETTINGS_FROM}) AS rn,
+        row_number() OVER (PARTITION BY capture, exchange_id ORDER BY {OUTPUT_FROM}) AS out_rn,
+        row_number() OVER (PARTITION BY capture, exchange_id ORDER BY {PROMPT_FROM}) AS prompt_rn
     FROM enrichments
 ), joined AS (
     SELECT l.* EXCLUDE (rn, out_rn, prompt_rn, prompt_tokens, prompt_ids, prompt_source, prompt_rendered,

@@ -44,7 +44,14 @@ from infertap.apis.linking import Reach
 from infertap.apis.read import CHAT, UNKNOWN
 from infertap.capture.identity import IdentityTally, WorkloadIdentity
 from infertap.capture.reader import BlockRef, CaptureReader
-from infertap.capture.records import SESSION_HEADERS, apart, named_session, recorded_session, request_body_unknown
+from infertap.capture.records import (
+    SESSION_HEADERS,
+    apart,
+    named_session,
+    recorded_session,
+    request_body_unknown,
+    settings_rank,
+)
 from infertap.capture.segments import snapshot
 from infertap.collector import no_cyclic_gc
 from infertap.errors import ConfigError, InfertapError
@@ -391,7 +398,8 @@ class _Scan:
         self.items: list[Item] = []  # offset_ns: the absolute start until select()
         self.seqs: list[int] = []
         self.links: list[Links] = []
-        self.settings: dict[str, dict[str, Any]] = {}  # by exchange id
+        self.settings: dict[str, dict[str, Any]] = {}  # by exchange id: its enrichments' (settings_rank)
+        self._settings_rank: dict[str, tuple[bool, float]] = {}
         self.refusals: dict[int, str] = {}  # id(item) -> why the transforms can't apply to its body
         self.as_recorded: set[int] = set()  # id(item) of bodies no JSON object, that a --model-map passes
         self.unknown: set[int] = set()  # id(item) of requests sent with a body not kept (request_body_unknown)
@@ -421,8 +429,10 @@ class _Scan:
             self.header = self.header or r
             self._anchor = round(r["wall"] * 1e9)  # the run's start; exact monotonic offsets within it
             self.tally.add(r)
-        elif rtype == "enrichment":
-            self.settings[r["exchange_id"]] = r["settings"]
+        elif rtype == "enrichment":  # a later one whose probe failed leaves the engine's defaults read before
+            rank = settings_rank(r)
+            if rank >= self._settings_rank.get(r["exchange_id"], rank):
+                self.settings[r["exchange_id"]], self._settings_rank[r["exchange_id"]] = r["settings"], rank
 
     def _joinable(self, header: dict[str, Any]) -> None:
         """Refuses a capture that is no part of one workload with the others: a replay's (its sessions

@@ -101,3 +101,18 @@ def pair_captures(tmp_path: Path, pairs: dict[str, Any]) -> tuple[Path, Path]:
             ],
         )
     return tmp_path / "a", tmp_path / "b"
+
+
+def enrich_with_a_dead_engine(capture: Path) -> None:
+    """What a recorder or replay whose probe failed writes: enrichments counting nothing, appended
+    by the project's own enricher to a real capture (nothing listens on its engine's port)."""
+    from infertap.capture.writer import CaptureWriter
+    from infertap.engines.enrich import Enricher
+
+    exchanges = list(CaptureReader(capture).exchanges())
+    with CaptureWriter(capture, recorder={"kind": "enrich", "engine": "http://127.0.0.1:31997"}) as writer:
+        enricher = Enricher("http://127.0.0.1:31997", writer.write, timeout=2.0).start()
+        for record in exchanges:
+            enricher.submit(record)
+        enricher.close()
+    assert enricher.engine is None and enricher.enriched == len(exchanges), enricher.__dict__

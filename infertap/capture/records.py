@@ -8,6 +8,7 @@ exchange's request was sent upstream (``headers_ns``, ``chunk_ns``, ``end_ns``).
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Iterable
 from random import getrandbits as _random_bits
@@ -158,6 +159,19 @@ class Enrichment(TypedDict):
     server_timings: dict[str, Any] | None
     prompt_tokens: dict[str, Any]  # ids, count, source (agrees_with_usage when known)
     output_tokens: dict[str, Any]
+
+
+def settings_rank(enrichment: dict[str, Any]) -> tuple[bool, float]:
+    """Which of an exchange's enrichments its settings are read from: the highest rank, the later
+    record among equals. Its engine known first (one whose probe failed, "engine unknown", knows
+    none of the engine's defaults), then the newest; analysis' ``enrichment_latest`` orders so in SQL
+    (analysis/views.py ``SETTINGS_FROM``)."""
+    wall = enrichment.get("wall")
+    try:
+        when = float(wall) if isinstance(wall, (int, float)) and not isinstance(wall, bool) else math.nan
+    except OverflowError:  # an integer past a double's range
+        when = math.nan
+    return enrichment.get("kind") is not None, when if math.isfinite(when) else -math.inf  # unknown: oldest (NULLS LAST)
 
 
 class Telemetry(TypedDict):

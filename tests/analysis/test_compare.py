@@ -402,6 +402,33 @@ def test_rebuilt_prompts_that_disagree_with_the_engines_count_are_not_the_prompt
     assert rows == {"src-0": 5, "src-1": None}  # usage where sent; the rebuilt 3 is no count of what ran
 
 
+def test_a_superseded_enrichment_that_disagreed_with_usage_distrusts_no_prompt(tmp_path):
+    """compare distrusted a run's rebuilt prompts where any enrichment, superseded ones included,
+    disagreed with usage, where enrichment_latest's prompt_trusted asks only the one each prompt is
+    taken from (the newest by wall that counted it, whatever the record order)."""
+    a, _ = _runs(tmp_path, ["x", "y"], ["x", "y"])
+    xs = [{"body": _chat(f"q{i}", i), "chunks": _reply(t)} for i, t in enumerate(["x", "y"])]
+
+    def run(name: str, disagreeing_wall: float) -> tuple[dict, bool]:
+        off = {**_enrich(0, 1.0, [1, 2, 3]), "kind": "llama-cpp-python", "wall": disagreeing_wall}
+        off["prompt_tokens"] = {**off["prompt_tokens"], "agrees_with_usage": False}
+        agrees = {**_enrich(0, 1.0, [1, 2, 3]), "kind": "llama-cpp-python", "wall": 1_800_000_100.0}
+        agrees["prompt_tokens"] = {**agrees["prompt_tokens"], "agrees_with_usage": True}
+        # the disagreeing one written last: its wall, not its place, says whether it is superseded
+        write_capture(tmp_path / name, xs, enrichments=[agrees, _enrich(1, 1.0, [1, 2, 3]), off])
+        with Analysis([tmp_path / name], cache_dir=tmp_path / "cache") as an:
+            (trusted,) = an.sql("SELECT bool_and(prompt_trusted) FROM enrichment_latest").fetchall()[0]
+        return compare(a, tmp_path / name)["config"]["prompts"], trusted
+
+    prompts, trusted = run("older", 1_800_000_000.0)  # must match: superseded, as the view says
+    assert trusted and prompts == {"compared": 2, "equal": 2, "differences": {}}, prompts
+    prompts, trusted = run("newer", 1_800_000_200.0)  # must differ: the one taken disagreed
+    assert not trusted and prompts["equal"] == 0, prompts
+    assert list(prompts["differences"]) == [
+        "rebuilt prompts disagree with the engine's own count on B (a chat format the engine was started with?)"
+    ]
+
+
 def test_the_report_says_up_front_whether_the_traffic_was_the_same(tmp_path):
     """A replay with --set temperature=... compared with its source: compare says NOT identical above
     its B/A ratios, the report printed them without a word."""

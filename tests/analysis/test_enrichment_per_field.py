@@ -14,11 +14,9 @@ from click.testing import CliRunner
 
 from infertap.analysis import Analysis
 from infertap.capture.reader import CaptureReader
-from infertap.capture.writer import CaptureWriter
 from infertap.cli import cli
-from infertap.engines.enrich import Enricher
 from infertap.launch import SMOLLM2_ALIAS
-from tests.helpers import write_capture
+from tests.helpers import enrich_with_a_dead_engine, write_capture
 
 pytestmark = pytest.mark.engine
 
@@ -27,17 +25,6 @@ def _run(*args: str) -> dict[str, Any]:
     done = CliRunner().invoke(cli, [*args, "--json"])
     assert done.exit_code == 0, done.output
     return json.loads(done.stdout)
-
-
-def _enrich_with_a_dead_engine(capture: Path) -> None:
-    """What a recorder or replay whose probe failed writes: enrichments counting nothing."""
-    exchanges = list(CaptureReader(capture).exchanges())
-    with CaptureWriter(capture, recorder={"kind": "enrich", "engine": "http://127.0.0.1:31997"}) as writer:
-        enricher = Enricher("http://127.0.0.1:31997", writer.write, timeout=2.0).start()
-        for record in exchanges:
-            enricher.submit(record)
-        enricher.close()
-    assert enricher.engine is None and enricher.enriched == len(exchanges), enricher.__dict__
 
 
 def _counts(capture: Path, cache: Path) -> dict[str, tuple[Any, ...]]:
@@ -72,7 +59,7 @@ def test_a_later_failed_enrichment_keeps_the_earlier_counts(engine, gguf: Path, 
     assert tokens != events, (tokens, events)  # must differ: the tokenizer's count is not the events'
     rate = _run("stats", str(cap), "--cache-dir", str(cache))["groups"][0]["throughput"]["output_tokens_per_s"]
 
-    _enrich_with_a_dead_engine(cap)
+    enrich_with_a_dead_engine(cap)
     records = [r for r in CaptureReader(cap).records() if r["type"] == "enrichment"]
     assert records[-1]["output_tokens"] == {"ids": None, "count": None, "source": "engine unknown (probe failed)"}
     assert _counts(cap, cache)[xid] == (tokens, "tokenize", good_run, prompt)  # must match: nothing erased
