@@ -52,10 +52,12 @@ def several_machines(analysis: Analysis, capture: str, held: Collection[str], de
 
 
 def run_labels(analysis: Analysis, capture: str, described: Mapping[str, str]) -> list[dict[str, str]]:
-    """The ``--label``s of each run the card describes, in the runs' order."""
+    """The ``--label``s of each run the card describes, in the runs' order; an import's left out: it
+    takes no ``--label``, so its lacking one says nothing (its machine is said unknown apart)."""
+    labelled = [run for run, kind in described.items() if kind != "import"]
     rows = analysis.query(
         "SELECT labels FROM runs WHERE capture = ? AND list_contains(?::VARCHAR[], run_id) ORDER BY wall",
-        [capture, list(described)],
+        [capture, labelled],
     ).rows
     return [{str(k): str(v) for k, v in (json.loads(text) if text else {}).items()} for (text,) in rows]
 
