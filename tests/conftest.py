@@ -153,7 +153,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # (the heaviest engine, started on first use) after all the others.
     def weight(item: pytest.Item) -> int:
         names = item.fixturenames
-        return 2 if "vllm_engine" in names else 1 if "engine" in names or "llama_server_engine" in names else 0
+        # The demo's tests share one run that brings the real vLLM in as engine C (test_demo.py's demo_run).
+        return (
+            2
+            if "vllm_engine" in names or "demo_run" in names
+            else 1
+            if "engine" in names or "llama_server_engine" in names
+            else 0
+        )
 
     items.sort(key=weight)
 

@@ -10,12 +10,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
 
 import httpx
 import pytest
 
 from infertap.capture.info import summarize
 from infertap.demo import load_workload, references
+from infertap.launch import vllm_unavailable
 
 pytestmark = pytest.mark.engine
 
@@ -26,7 +30,7 @@ DEMO_TIMEOUT = pytest.mark.timeout(1800)
 
 
 @contextlib.contextmanager
-def demo(*args: str, stderr: int = subprocess.PIPE) -> Iterator[subprocess.Popen[str]]:
+def demo(*args: str, stderr: int | IO[str] = subprocess.PIPE) -> Iterator[subprocess.Popen[str]]:
     """`infertap demo *args`, stopped however the test ends (a hang past DEADLINE or pytest's timeout,
     a failed assertion): SIGTERM first, which stops its engines with it, as a CI job's cancel does;
     killed past a minute (its engines, tethered to it, end with it). Left running, a `--keep` demo
@@ -46,19 +50,6 @@ def demo(*args: str, stderr: int = subprocess.PIPE) -> Iterator[subprocess.Popen
                 proc.communicate()
 
 
-def run_demo(*args: str) -> tuple[int, str, str]:
-    """The demo run to its end: its exit status, stdout and stderr; past DEADLINE a failure that
-    says where it was (SIGTERM: it says what it stops)."""
-    with demo(*args) as proc:
-        try:
-            out, err = proc.communicate(timeout=DEADLINE)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGTERM)
-            out, err = proc.communicate(timeout=120)
-            pytest.fail(f"the demo took over {DEADLINE:g} s (stopped):\n{out}{err}")
-    return proc.returncode, out, err
-
-
 def test_the_bundled_workload_is_data_with_known_answers():
     full, quick = load_workload(), load_workload(quick=True)
     assert len(quick["steps"]) < len(full["steps"])
@@ -67,10 +58,58 @@ def test_the_bundled_workload_is_data_with_known_answers():
     assert references(full)["What is 17 + 25?"] == "42"
 
 
+@dataclass
+class DemoRun:
+    """One `infertap demo --quick --keep` run, shared by the tests below: each demo run takes 6 to 15
+    minutes of a 2-core machine, and one run shows everything they check."""
+
+    code: int  # its exit status after Ctrl-C
+    text: str  # what it printed (stdout)
+    err: str
+    out: Path
+    engines: list[str]  # the engines it started (A and B), as its summary names them
+    kept: dict[str, int]  # each engine it said it kept running: /v1/models' status while it held them
+    third: str | None  # engine C's URL (--engine-c), where vLLM can be built here
+
+
+@pytest.fixture(scope="module")
+def third_engine(request: pytest.FixtureRequest) -> str | None:
+    """The real vLLM's URL for --engine-c where vLLM can be built on this machine, else None: the
+    demo's own two engines are then tested alone, and the third engine's test says why it skips."""
+    if vllm_unavailable():
+        return None
+    return str(request.getfixturevalue("vllm_engine").url)
+
+
+@pytest.fixture(scope="module")
+def demo_run(third_engine: str | None, tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """The demo as a user runs it to see everything: its workload recorded on A, replayed on B (and
+    C), compared, the engines kept until Ctrl-C."""
+    root = tmp_path_factory.mktemp("demo")
+    out = root / "demo"
+    third = ["--engine-c", third_engine] if third_engine else []
+    with (root / "stderr").open("w+") as err, demo("--quick", "--keep", *third, "--out", str(out), stderr=err) as proc:
+        text = ""
+        deadline = time.monotonic() + DEADLINE
+        while "engines kept running" not in text:
+            assert time.monotonic() < deadline, f"the demo took over {DEADLINE:g} s:\n{text}"
+            line = proc.stdout.readline()  # type: ignore[union-attr]
+            assert line, f"the demo ended first ({proc.wait()}):\n{text}"
+            text += line
+        held = re.search(r"engines kept running: (.*)  \(Ctrl-C", text)
+        assert held is not None, text
+        urls = dict(zip(held.group(1).split()[::2], held.group(1).split()[1::2], strict=True))
+        kept = {url: httpx.get(url + "/v1/models", timeout=10).status_code for url in urls.values()}
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+        err.seek(0)
+        started = re.findall(r"^  [AB]: .* at (http://\S+),", text, re.MULTILINE)
+        return DemoRun(proc.returncode, text + rest, err.read(), out, started, kept, third_engine)
+
+
 @DEMO_TIMEOUT
-def test_demo_records_replays_and_names_the_configuration_difference(tmp_path):
-    out = tmp_path / "demo"
-    code, text, err = run_demo("--quick", "--out", str(out))
+def test_demo_records_replays_and_names_the_configuration_difference(demo_run: DemoRun):
+    code, text, err, out = demo_run.code, demo_run.text, demo_run.err, demo_run.out
     assert code == 0, text + err
     # Configuration first, and the difference it was built to expose.
     comparison = text[text.index("1. Configuration") :]
@@ -87,9 +126,8 @@ def test_demo_records_replays_and_names_the_configuration_difference(tmp_path):
     assert (out / "report-a-vs-b.html").read_text().count("<svg") >= 3
     _known_answers_are_a_number(text, out)
     # Finished, it stopped the engines it started.
-    urls = re.findall(r"^  [AB]: .* at (http://\S+),", text, re.MULTILINE)
-    assert len(urls) == 2, text
-    for url in urls:
+    assert len(demo_run.engines) == 2, text
+    for url in demo_run.engines:
         with pytest.raises(httpx.ConnectError):
             httpx.get(url + "/v1/models", timeout=5)
 
@@ -125,10 +163,11 @@ def test_vllm_is_left_out_by_quick_and_where_it_cant_be_built(tmp_path, monkeypa
 
 
 @DEMO_TIMEOUT
-def test_demo_with_a_third_engine_compares_each_pair_configuration_first(vllm_engine, tmp_path):
+def test_demo_with_a_third_engine_compares_each_pair_configuration_first(demo_run: DemoRun):
     """--quick leaves the embedded vLLM out; --engine-c brings any engine in (here the real vLLM)."""
-    out = tmp_path / "demo"
-    code, text, err = run_demo("--quick", "--engine-c", vllm_engine.url, "--out", str(out))
+    if demo_run.third is None:
+        pytest.skip(f"vLLM can't be built on this machine: {vllm_unavailable()}")
+    code, text, err, out = demo_run.code, demo_run.text, demo_run.err, demo_run.out
     assert code == 0, text + err
     assert "engine C (vLLM) left out" not in text and "C: vllm 0.32.0" in text and ", float32," in text
     sections = [text.index(f"===== {pair} ") for pair in ("A vs B", "A vs C", "B vs C")]
@@ -141,27 +180,18 @@ def test_demo_with_a_third_engine_compares_each_pair_configuration_first(vllm_en
     assert "A vs C: configuration differs in kind, quantization, dtype" in summary
     steps = len(load_workload(quick=True)["steps"])
     assert summarize(out / "c-vllm")["exchanges"] == steps
+    # An engine it was given is not its own to stop: C still answers after the demo ended.
+    assert httpx.get(demo_run.third + "/v1/models", timeout=10).status_code == 200
 
 
 @DEMO_TIMEOUT
-def test_keep_leaves_the_engines_running_until_ctrl_c(tmp_path):
-    with demo("--quick", "--keep", "--out", str(tmp_path / "d"), stderr=subprocess.STDOUT) as proc:
-        seen = ""
-        deadline = time.monotonic() + DEADLINE
-        while "engines kept running" not in seen:
-            assert time.monotonic() < deadline, seen
-            line = proc.stdout.readline()  # type: ignore[union-attr]
-            assert line, f"the demo ended first ({proc.wait()}):\n{seen}"
-            seen += line
-        kept = re.search(r"engines kept running: A (\S+)  B (\S+)", seen)
-        assert kept is not None, seen
-        urls = kept.groups()
-        assert seen.index("1. Configuration") < seen.index("engines kept running")  # results first, then the engines stay
-        for url in urls:
-            assert httpx.get(url + "/v1/models", timeout=10).status_code == 200
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
-    assert proc.returncode == 0
-    for url in urls:
+def test_keep_leaves_the_engines_running_until_ctrl_c(demo_run: DemoRun):
+    text = demo_run.text
+    assert text.index("1. Configuration") < text.index("engines kept running")  # results first, then the engines stay
+    # Every engine it names stayed up until Ctrl-C; those it started (A, B) are among them.
+    assert demo_run.kept and set(demo_run.kept.values()) == {200}, demo_run.kept
+    assert set(demo_run.engines) <= set(demo_run.kept), (demo_run.engines, demo_run.kept)
+    assert demo_run.code == 0, text + demo_run.err
+    for url in demo_run.engines:
         with pytest.raises(httpx.ConnectError):
             httpx.get(url + "/v1/models", timeout=5)
