@@ -520,7 +520,8 @@ def _workload(
         "schedule_not_kept": schedule_not_kept(w),
         "bodies_unknown": w["bodies_unknown"],  # sent with a body not kept: in no identity
         "asked_headers": asked_header_sets(analysis, capture),  # in the identity; named, since it can't say them
-        "not_text": not_text(analysis, capture),  # image, video, speech generation: in no identity or figure
+        "not_text": not_text(analysis, capture),  # image, video, speech generation: in no figure nor the identity
+        "media_identity": w["media"] or None,  # theirs: the same text workload beside other media requests is other traffic
     }
     uncounted = " and ".join(name for name in _TOKENS if value["requests"] and value[name] is None)
     advice = (
@@ -907,7 +908,8 @@ def value_text(name: str, value: Any) -> str:
         if value.get("schedule_not_kept"):
             line += f"; {value['schedule_not_kept']}"
         if value.get("not_text"):
-            line += f"; apart: {not_text_words(value['not_text'])} (no text tokens to time: in no identity or figure)"
+            media = f"; media {value['media_identity'][:16]}" if value.get("media_identity") else ""
+            line += f"; apart: {not_text_words(value['not_text'])} (no text tokens to time: in no figure nor the identity{media})"
         if any(h != "none" for h in value.get("asked_headers") or ()):
             line += f"; headers asked: {asked_words(value['asked_headers'])}"
         return line

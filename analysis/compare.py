@@ -520,8 +520,12 @@ def _compare(
         result["sessions"] = session_comparison(ws.con, f"{a.name}_m", f"{b.name}_m", pairs.name, exact)
         # Did A and B see identical traffic?
         result["traffic"] = traffic(ws.con, ws.folder, a_path, b_path, memory_limit=memory_limit())
+        t = result["traffic"]
         for row in result["speed"]:
-            row["same_workload"] = result["traffic"]["identical"] or bool(result["traffic"]["rechained_only"])
+            # same_workload: all the traffic (the media requests beside the text too); same_text_workload:
+            # the text generation requests the speed figures are over.
+            row["same_workload"] = t["identical"] or bool(t["rechained_only"])
+            row["same_text_workload"] = t["text_identical"] or bool(t["rechained_only"])
         if baseline is not None:
             result["baseline"] = {
                 "path": str(baseline),

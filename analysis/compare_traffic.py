@@ -3,7 +3,9 @@ in bounded memory, for compare on runs of any size.
 
 Each side's requests stream from DuckDB in send order into the capture package's ``OrderedHashes``
 a batch at a time (nothing is kept per request), and the requests one side has and the other lacks
-are counted in SQL over each side's digest counts, in compare's workspace.
+are counted in SQL over each side's digest counts, in compare's workspace. The image, video and
+speech requests beside them (no text tokens to time, in no speed figure) are compared too, by their
+own identity (``media``) and digest counts by kind: traffic is identical only where both are.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from .workload_identity import (
     asked_words,
     capture_identity,
     continues_responses,
+    media_sql,
     quoted,
     recorders,
     sent_sql,
@@ -39,7 +42,8 @@ from .workload_identity import (
 
 
 def _identity(analysis: Analysis, capture: str, digests: Path) -> WorkloadIdentity:
-    """``capture_identity``; each request digest's count is written to ``digests`` (Parquet).
+    """``capture_identity``; each request digest's count is written to ``digests`` (Parquet), and
+    each media request digest's, by kind, beside it (``_media_file``).
 
     The requests are kept in a table first: the join and the count as one query hold both hash
     tables at once (a million requests then failed in 64 MB; one step each, they spill)."""
@@ -47,9 +51,18 @@ def _identity(analysis: Analysis, capture: str, digests: Path) -> WorkloadIdenti
     analysis.con.execute(
         f"COPY (SELECT digest, count(*) AS n FROM _sent GROUP BY digest) TO {quoted(str(digests))} (FORMAT parquet)"
     )
+    analysis.con.execute(
+        f"COPY (SELECT kind, digest, count(*) AS n FROM ({media_sql(capture)}) q GROUP BY kind, digest) "
+        f"TO {quoted(str(_media_file(digests)))} (FORMAT parquet)"
+    )
     identity = capture_identity(analysis, capture, "SELECT * FROM _sent")
     analysis.con.execute("DROP TABLE _sent")
     return identity
+
+
+def _media_file(digests: Path) -> Path:
+    """Where a side's media request digest counts are kept, beside its text requests' ``digests``."""
+    return digests.with_name(digests.stem + "_media.parquet")
 
 
 def _side(path: str | os.PathLike[str], digests: Path, memory_limit: str) -> dict[str, Any]:
@@ -74,7 +87,10 @@ def traffic(
     wb = _side(b_path, folder / "digests_b.parquet", memory_limit)
     # Requests sent with a body not kept are in neither identity: equal hashes then prove nothing of them.
     unknown = {name: w.get("bodies_unknown") or 0 for name, w in (("A", wa), ("B", wb))}
-    identical = wa["workload"] == wb["workload"] and not any(unknown.values())
+    text_identical = wa["workload"] == wb["workload"] and not any(unknown.values())
+    # The image, video and speech requests are in no speed figure but are traffic all the same.
+    media = _media_differences(con, folder) if wa["media"] != wb["media"] else {}
+    identical = text_identical and wa["media"] == wb["media"]
     files = [quoted(str(folder / f"digests_{s}.parquet")) for s in "ab"]
     only_a, only_b, na, nb = con.execute(
         "SELECT coalesce(sum(greatest(coalesce(a.n, 0) - coalesce(b.n, 0), 0)), 0), "
@@ -84,6 +100,8 @@ def traffic(
     only_a, only_b, na, nb = int(only_a), int(only_b), int(na), int(nb)
     if identical:
         how = "identical requests in the same order"
+    elif text_identical:
+        how = "the text generation requests are identical in the same order"
     elif any(unknown.values()):
         known = "identical in the same order" if wa["workload"] == wb["workload"] else "not the same"
         sent = " and ".join(f"{name}'s {n}" for name, n in unknown.items() if n)
@@ -98,7 +116,8 @@ def traffic(
     else:
         how = f"{only_a} of A's {na} generation requests are not in B, {only_b} of B's {nb} are not in A"
     for x, y, name in ((wa, wb, "B"), (wb, wa, "A")):
-        if not identical and (source := y.get("source") or {}).get("workload") == x["workload"]:
+        # Where the text requests are the same, a replay's relation to its source is news only if it changed something.
+        if (not text_identical or y.get("derived_by")) and (source := y.get("source") or {}).get("workload") == x["workload"]:
             if y.get("same_requests_as_source") and not y.get("derived_by"):
                 # Its schedule moved them (--sessions closed, a closed loop): no transform did.
                 moved = schedule_change(source, y["schedule"], y.get("schedule_by"), True)
@@ -110,19 +129,22 @@ def traffic(
             f"; the headers that change what a request asks differ: A's requests sent {asked_words(wa['asked_headers'])}, "
             f"B's {asked_words(wb['asked_headers'])}"
         )
-    if wa["not_text"] != wb["not_text"]:  # in neither identity: image, video or speech generation
-        how += (
-            f"; apart from the generation requests (no text tokens to time): A's {not_text_words(wa['not_text'])}, "
-            f"B's {not_text_words(wb['not_text'])}"
-        )
-    rechained = 0 if identical or any(unknown.values()) else _rechained_siblings(wa, wb, a_path, b_path)
+    if media:  # in no speed figure: image, video or speech generation
+        how += f"; {media_words(media)}"
+    rechained = (
+        0
+        if text_identical or wa["media"] != wb["media"] or any(unknown.values())
+        else _rechained_siblings(wa, wb, a_path, b_path)
+    )
     if rechained:
         how = (
             f"the same requests but for the previous_response_id of {rechained}, each naming the response its own "
             f"target gave (both replay {wa['source'].get('short', '?')} with {', '.join(wa.get('derived_by') or [])})"
         )
     return {
-        "identical": identical,
+        "identical": identical,  # the text workload and the media requests both
+        "text_identical": text_identical,  # the text generation requests, those the speed figures are over
+        "media": media,  # by kind, where the sides' media requests differ: each side's count, and those the other lacks
         "rechained_only": rechained,  # identical but for the ids each target gave the responses continued
         # A schedule a replay didn't keep (its requests waited for a cap) is not the one it hashes.
         "same_schedule": wa["schedule"] == wb["schedule"] and wa["schedule_kept"] and wb["schedule_kept"],
@@ -133,6 +155,35 @@ def traffic(
         "a": wa,
         "b": wb,
     }
+
+
+def _media_differences(con: Any, folder: Path) -> dict[str, dict[str, int]]:
+    """How the sides' media requests differ, by kind: each side's count (``a``, ``b``) and how many of
+    each side's the other lacks (``only_a``, ``only_b``; both 0: the same requests in another order),
+    from their digest counts in compare's workspace."""
+    files = [quoted(str(_media_file(folder / f"digests_{s}.parquet"))) for s in "ab"]
+    rows = con.execute(
+        "SELECT kind, coalesce(sum(a.n), 0), coalesce(sum(b.n), 0), "
+        "sum(greatest(coalesce(a.n, 0) - coalesce(b.n, 0), 0)), sum(greatest(coalesce(b.n, 0) - coalesce(a.n, 0), 0)) "
+        f"FROM read_parquet({files[0]}, hive_partitioning = false) a "
+        f"FULL JOIN read_parquet({files[1]}, hive_partitioning = false) b USING (kind, digest) GROUP BY kind ORDER BY kind"
+    ).fetchall()
+    out = {str(kind): {"a": int(na), "b": int(nb), "only_a": int(oa), "only_b": int(ob)} for kind, na, nb, oa, ob in rows}
+    # A kind whose requests are alike on both sides is the same; where none differs, their order does (every kind's).
+    return {kind: d for kind, d in out.items() if d["only_a"] or d["only_b"]} or out
+
+
+def media_words(media: dict[str, dict[str, int]]) -> str:
+    """``_media_differences`` in words: ``the image generation requests differ: A's 2, B's 2, 1 of A's
+    not in B, 1 of B's not in A``."""
+    if not any(d["only_a"] or d["only_b"] for d in media.values()):
+        kinds = " and ".join(f"{d['a']} {kind}" for kind, d in media.items())
+        return f"the image, video and speech generation requests are the same ({kinds}) sent in another order"
+    return "; ".join(
+        f"the {kind} generation requests differ: A's {d['a'] or 'none'}, B's {d['b'] or 'none'}, "
+        f"{d['only_a']} of A's not in B, {d['only_b']} of B's not in A"
+        for kind, d in media.items()
+    )
 
 
 def _rechained_siblings(wa: dict[str, Any], wb: dict[str, Any], a_path: Any, b_path: Any) -> int:
@@ -167,10 +218,17 @@ def traffic_line(t: dict[str, Any]) -> str:
         not_kept = [f"{name.upper()}'s {why}" for name in "ab" if (why := schedule_not_kept(t[name])) is not None]
         schedule = "same schedule" if t["same_schedule"] else "a different schedule (send times)"
         if t["identical"]:
-            return f"traffic: identical ({ids}; {'; '.join([schedule, *not_kept])})"
+            # The media requests are in no speed figure: named, so "identical" is seen to cover them.
+            beside = [f"the same {not_text_words(t['a']['not_text'])} beside them"] if t["a"].get("media_requests") else []
+            return f"traffic: identical ({ids}; {'; '.join([schedule, *not_kept, *beside])})"
         return f"traffic: the same workload ({ids}): {t['how']}; {'; '.join([schedule, *not_kept])}"
     if t.get("bodies_unknown"):
         return f"traffic: NOT known to be identical ({ids}): {t['how']}; speed ratios below may compare different workloads"
+    if t.get("text_identical"):  # the speed figures are over the text requests alone
+        return (
+            f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare the same text workload, "
+            "beside different image, video or speech requests"
+        )
     if not t["only_a"] and not t["only_b"]:  # one multiset of requests, sent in another order
         return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare the same requests sent in another order"
     return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare different workloads"

@@ -96,4 +96,5 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 76: image, video and speech generation routes (apis.media.MEDIA_ROUTES) are no generation requests (api unknown).
 #: 77: requests.digest holds the headers that change what a request asks (identity.ASKED_HEADERS) where sent;
 #: requests.asked_headers names them.
-DECODE_VERSION = 77
+#: 78: requests.digest of image, video and speech generation requests too (the traffic's media identity).
+DECODE_VERSION = 78

@@ -1,7 +1,8 @@
 """Requests that generate something other than text (``infertap.apis.media.MEDIA_ROUTES``: an image, a
 video, speech): no generation request, since they have no text tokens to time, so in no figure and
-no workload identity; counted here, by kind, so that ``stats``, ``compare`` and the claim card name
-them rather than leave them out silently."""
+not in the (text) workload identity; counted here, by kind, so that ``stats``, ``compare`` and the claim
+card name them rather than leave them out silently. Their own identity is the workload's ``media``
+(``workload_identity.media_sql``): traffic is identical only where both are."""
 
 from __future__ import annotations
 
@@ -9,13 +10,18 @@ from infertap.apis.media import MEDIA_ROUTES
 
 from .store import Analysis
 
-_ROUTE = "rtrim(split_part(path, '?', 1), '/')"
+
+def kind_sql(path: str = "path") -> str:
+    """What a request to the path in column ``path`` generates where it is not text, as SQL
+    (``media_kind``'s): ``'image'``, ``'video'``, ``'speech'``, else NULL."""
+    route = f"rtrim(split_part({path}, '?', 1), '/')"
+    return "CASE " + " ".join(f"WHEN ends_with({route}, '{suffix}') THEN '{made}'" for suffix, made in MEDIA_ROUTES) + " END"
 
 
 def not_text(analysis: Analysis, capture: str | None = None) -> dict[str, int]:
     """The requests sent (not refused) to a route of ``MEDIA_ROUTES``, by kind (``{"image": 2}``), of
     the loaded captures or of one (its ``capture`` column value)."""
-    case = "CASE " + " ".join(f"WHEN ends_with({_ROUTE}, '{suffix}') THEN '{made}'" for suffix, made in MEDIA_ROUTES) + " END"
+    case = kind_sql()
     where = "" if capture is None else "AND capture = ?"
     rows = analysis.query(
         f"SELECT kind, count(*) FROM (SELECT {case} AS kind FROM exchanges "
@@ -25,4 +31,4 @@ def not_text(analysis: Analysis, capture: str | None = None) -> dict[str, int]:
     return {str(kind): int(n) for kind, n in rows}
 
 
-__all__ = ["not_text"]
+__all__ = ["kind_sql", "not_text"]

@@ -19,13 +19,15 @@ from .svg import _table
 
 
 def _same(field: str, value: Any, text: str) -> str:
-    """What must be equal for a field to read the same on two runs: a workload, its two identities
-    and whether its schedule was kept (a replay's text also names its source; a replay capped by
-    --max-concurrency hashes the schedule it was given, not the one it kept)."""
+    """What must be equal for a field to read the same on two runs: a workload, its two identities,
+    whether its schedule was kept (a replay's text also names its source; a replay capped by
+    --max-concurrency hashes the schedule it was given, not the one it kept) and the image, video
+    and speech requests beside it, their counts and their own identity (in no figure, but traffic)."""
     if field == "workload" and value is not None:
         if value.get("bodies_unknown"):  # requests in no identity: equal hashes don't make it the same
             return f"unknown {id(value)}"
-        return f"{value['identity']} {value['schedule_identity']} {value.get('schedule_not_kept')}"
+        media = f"{sorted((value.get('not_text') or {}).items())} {value.get('media_identity')}"
+        return f"{value['identity']} {value['schedule_identity']} {value.get('schedule_not_kept')} {media}"
     return text
 
 

@@ -204,7 +204,8 @@ REQUESTS = _schema(
     ("seed", I64),
     ("sampling", S),  # JSON: every sampling setting sent, under its canonical name
     ("previous_response_id", S),
-    # A generation request's digest (capture/identity.py's request_digest of its exact bytes), for workload identities.
+    # A generation or media request's digest (capture/identity.py's request_digest of its exact bytes), for workload
+    # and media identities; null for any other request and for one sent with a body not kept.
     ("digest", BIN),
     # The headers that change what it asks and are in its digest (identity.asked_headers), as JSON
     # [[name, value], ...]; null where it sent none.

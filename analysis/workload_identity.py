@@ -17,9 +17,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from infertap.capture.identity import OrderedHashes, RequestSet, WorkloadIdentity, rechained_requests, workload_summary
+from infertap.capture.identity import (
+    MediaHashes,
+    OrderedHashes,
+    RequestSet,
+    WorkloadIdentity,
+    rechained_requests,
+    workload_summary,
+)
 from infertap.capture.segments import segment_paths
 
+from .media import kind_sql
 from .store import Analysis
 
 _ROWS = 65_536  # requests read from DuckDB at a time
@@ -104,6 +112,27 @@ def sent_sql(capture: str) -> str:
     )
 
 
+def media_sql(capture: str) -> str:
+    """The image, video and speech generation requests of one loaded capture sent (not refused) with
+    a body kept (one not kept has no digest: counted in ``bodies_unknown``), as ``kind, digest, t``."""
+    kind = kind_sql("x.path")
+    return (
+        f"SELECT {kind} AS kind, r.digest AS digest, {_T} AS t FROM exchanges x JOIN requests r USING (capture, exchange_id) "
+        f"{_RUNS} WHERE x.capture = {quoted(capture)} AND x.generation IS NOT TRUE AND x.\"end\" IS DISTINCT FROM 'refused' "
+        f"AND r.digest IS NOT NULL AND {kind} IS NOT NULL"
+    )
+
+
+def media_identity(analysis: Analysis, media: str) -> dict[str, Any]:
+    """``media`` and ``media_requests`` of ``media``'s rows (``media_sql``), hashed in send order as
+    the capture package's tally does, a batch at a time."""
+    hashes = MediaHashes()
+    result = analysis.con.execute(f"SELECT digest FROM ({media}) q ORDER BY q.t, q.digest")
+    while rows := result.fetchmany(_ROWS):
+        hashes.add([bytes(digest) for (digest,) in rows])
+    return {"media": hashes.hexdigest(), "media_requests": hashes.requests}
+
+
 def quoted(text: str) -> str:
     """``text`` as an SQL string literal."""
     return "'" + text.replace("'", "''") + "'"
@@ -120,7 +149,9 @@ def capture_identity(analysis: Analysis, capture: str, sent: str | None = None) 
         [capture],
     ).rows[0]
     identity = identity or OrderedHashes().identity(0, 0)
-    identity = replace(identity, exchanges=int(exchanges), bodies_unknown=int(unknown))
+    identity = replace(
+        identity, exchanges=int(exchanges), bodies_unknown=int(unknown), **media_identity(analysis, media_sql(capture))
+    )
     return with_capped(analysis, capture, replace(identity, request_set=request_set(analysis, sent)))
 
 

@@ -163,7 +163,10 @@ def print_comparison(r: dict[str, Any]) -> None:
     for note in speed_notes(r["speed"], r.get("concurrency")):
         _say(console, note, "yellow")
     if r["speed"] and r["speed"][0].get("same_workload") is False:
-        if not r["traffic"]["only_a"] and not r["traffic"]["only_b"]:
+        if r["speed"][0].get("same_text_workload"):  # the figures' requests are the same; what ran beside them is not
+            what = "the same text requests, sent beside different image, video or speech requests (see traffic above)"
+            _say(console, f"B/A compares {what}: the engine's load was not the same", "yellow")
+        elif not r["traffic"]["only_a"] and not r["traffic"]["only_b"]:
             what = "the same requests sent in another order (see traffic above): its schedule's doing as much as the engine's"
             _say(console, f"B/A compares {what}", "yellow")
         else:

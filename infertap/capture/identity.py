@@ -14,6 +14,10 @@ infertap refused itself (the engine never saw them). Two hashes identify it:
 - ``request_set``: sha256 over the request digests sorted, whatever order they were sent in: the
   same requests sent in another order (a closed-loop replay, ``--concurrency``, sends them as
   slots free up) have a new ``workload`` and the same ``request_set``.
+- ``media``: sha256 over the digests of the image, video and speech generation requests
+  (``MEDIA_ROUTES``) in send order, the same digests as a generation request's: in no figure,
+  they are traffic all the same, so two runs whose text workloads are equal but whose media
+  requests differ did not see identical traffic (``""``: none sent).
 
 A request sent with a body not kept (``request_body_unknown``) can't be hashed: it is counted apart
 (``bodies_unknown``), and an identity with any is no proof of the same traffic.
@@ -115,6 +119,8 @@ class WorkloadIdentity:
     # Requests sent with a body not kept (records.request_body_unknown): in the workload or not is
     # unknown, so none is hashed, and two identities equal but for them are not known to be the same.
     bodies_unknown: int = 0
+    media: str = ""  # hex sha256 of the media requests' digests in send order ("": none sent, or not computed)
+    media_requests: int = 0  # image, video and speech generation requests hashed in ``media``
 
     @property
     def schedule_kept(self) -> bool:
@@ -130,8 +136,19 @@ class WorkloadIdentity:
     def schedule_short(self) -> str:
         return f"{self.version}:{self.schedule[:16]}"
 
+    @property
+    def media_short(self) -> str | None:
+        """``wl1:`` and the media hash's first 16 hex digits; None where no media request was sent."""
+        return f"{self.version}:{self.media[:16]}" if self.media else None
+
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "short": self.short, "schedule_short": self.schedule_short, "schedule_kept": self.schedule_kept}
+        return {
+            **asdict(self),
+            "short": self.short,
+            "schedule_short": self.schedule_short,
+            "schedule_kept": self.schedule_kept,
+            "media_short": self.media_short,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +189,29 @@ def is_generation(record: dict[str, Any]) -> bool:
     return read(record)
 
 
+def is_media(record: dict[str, Any]) -> bool:
+    """Whether an exchange asks for an image, a video or speech (``infertap.apis.media.MEDIA_ROUTES``)."""
+    from infertap.apis.media import media_kind  # a module of routes alone: it imports no reader
+
+    return media_kind(record.get("path")) is not None
+
+
+class MediaHashes:
+    """``media``: the media requests' digests given in send order, a batch at a time."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256(VERSION.encode() + b" media\n")
+        self.requests = 0
+
+    def add(self, digests: list[bytes]) -> None:
+        self._hash.update(b"".join(digests))
+        self.requests += len(digests)
+
+    def hexdigest(self) -> str:
+        """The hash, ``""`` where no request was added."""
+        return self._hash.hexdigest() if self.requests else ""
+
+
 # A request's place in send order as bytes that sort as (time, digest) do: the time offset into a
 # fixed-width unsigned integer, then the digest. One small object per request, not four.
 _TIME_BIAS = 1 << 95
@@ -192,6 +232,7 @@ class IdentityTally:
         self._capped = 0
         self._behind_ns = 0
         self._bodies_unknown = 0
+        self._media: list[bytes] = []  # (send time, digest) of each media request, packed as ``_keys``
 
     def add(self, record: dict[str, Any], generation: bool | None = None, digest: bytes | None = None) -> None:
         """Count ``record``; ``generation``, when the caller has read the request already, saves
@@ -210,6 +251,8 @@ class IdentityTally:
                 digest = exchange_digest(record) if digest is None else digest
                 self.add_sent(digest, sent_time(self._anchor, record), size, "rechained_from" in record)
                 self._count_capped(record)
+            elif is_media(record):  # no text to time, but traffic: in the media identity
+                self._media.append(_packed(sent_time(self._anchor, record), exchange_digest(record)))
 
     def _count_capped(self, record: dict[str, Any]) -> None:
         """A replayed request that waited for a --max-concurrency slot: how far behind its schedule it left."""
@@ -254,9 +297,23 @@ class IdentityTally:
             behind_max_ms=self._behind_ns / 1e6,
             request_set=unordered.hexdigest(),
             bodies_unknown=self._bodies_unknown,
+            **self._media_identity(),
         )
 
+    def _media_identity(self) -> dict[str, Any]:
+        """``media`` and ``media_requests`` of the media requests added, in (time, digest) order."""
+        media = MediaHashes()
+        media.add([k[-_DIGEST_BYTES:] for k in sorted(self._media)])
+        return {"media": media.hexdigest(), "media_requests": media.requests}
 
+
+def _packed(t_ns: int, digest: bytes) -> bytes:
+    """A media request's place in send order, sorting as (time, digest); a time outside the packed
+    range (none a clock gives) clamped to its end."""
+    return max(0, min(t_ns + _TIME_BIAS, (1 << (8 * _TIME_BYTES)) - 1)).to_bytes(_TIME_BYTES, "big") + digest
+
+
+_DIGEST_BYTES = 32  # a request digest: sha256
 _HASHED = 65_536  # requests hashed a batch at a time: ten million schedule lines would be half a GiB at once
 
 
@@ -461,6 +518,14 @@ def bodies_unknown(workload: dict[str, Any]) -> str | None:
     )
 
 
+def media_words(workload: dict[str, Any]) -> str | None:
+    """The media requests beside the text workload, with their own identity (None: none sent)."""
+    n = workload.get("media_requests") or 0
+    if not n:
+        return None
+    return f"{n} image, video or speech generation request{'s' if n != 1 else ''} beside them (media {workload['media_short']})"
+
+
 def replay_derivation(recorder: dict[str, Any], rechained: int = 0) -> list[str]:
     """What a replay changed of its source's workload, from its capture header's ``recorder``: the
     transforms, filters, limits and session sampling applied, and the Responses turns whose
@@ -522,6 +587,8 @@ def describe(workload: dict[str, Any]) -> str:
         line += f"; {not_kept}"
     if unknown := bodies_unknown(workload):
         line += f"; {unknown}"
+    if media := media_words(workload):
+        line += f"; {media}"
     if "source" not in workload:
         return line
     source = workload.get("source")

@@ -62,11 +62,12 @@ def test_compare_and_the_card_name_the_image_requests_their_identity_leaves_out(
     write_capture(tmp_path / "again", [{}, IMAGE, {**IMAGE, "offset_s": 2}], run_wall=1_800_000_000.0)
     write_capture(tmp_path / "chat", [{}], run_wall=1_800_000_000.0)
     t = compare(tmp_path / "mixed", tmp_path / "chat")["traffic"]
-    # Must differ: the same text traffic, images on one side only: said beside the identity's verdict.
-    assert t["identical"] and "apart from the generation requests (no text tokens to time): A's 2 image" in t["how"]
-    assert "B's none" in t["how"]
+    # Must differ: the same text traffic, images on one side only: not identical traffic (test_media_traffic.py).
+    assert not t["identical"] and t["text_identical"]
+    assert "the image generation requests differ: A's 2, B's none, 2 of A's not in B, 0 of B's not in A" in t["how"]
     same = compare(tmp_path / "mixed", tmp_path / "again")["traffic"]  # must match: the same images
-    assert same["identical"] and "apart" not in same["how"]
+    assert same["identical"] and "differ" not in same["how"]
     text = field_text("workload", claim(tmp_path / "mixed", cache_dir=tmp_path / "cache")["workload"])
     assert "1 generation requests" in text and "apart: 2 image generation requests (no text tokens to time" in text
+    assert "in no figure nor the identity; media " in text
     assert "apart:" not in field_text("workload", claim(tmp_path / "chat", cache_dir=tmp_path / "cache")["workload"])

@@ -1,0 +1,143 @@
+"""Image, video and speech generation requests are in no speed figure and no (text) workload
+identity, and compare called two runs of the same text traffic "identical" whatever media requests
+they sent beside it: a different number of images, other image prompts, speech on one side only.
+They now have their own identity (``media``), computed by the capture package and by analysis alike,
+and traffic is identical only where both the text workload and the media identity are equal."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from infertap.analysis.claim import claim
+from infertap.analysis.compare import compare
+from infertap.analysis.compare_traffic import traffic_line
+from infertap.analysis.report_claims import claim_cards
+from infertap.analysis.store import Analysis
+from infertap.analysis.workload_identity import capture_identity
+from infertap.capture.identity import describe, workload_identity
+from infertap.cli import cli
+from tests.helpers import write_capture
+
+WALL = 1_800_000_000.0
+
+
+def _image(prompt: str, at: float) -> dict:
+    """What images.generate(model="gpt-image-1", prompt=...) sends, at ``at`` s into the run."""
+    return {
+        "path": "/v1/images/generations",
+        "body": {"model": "gpt-image-1", "prompt": prompt, "size": "1024x1024"},
+        "chunks": [json.dumps({"created": 1, "data": [{"b64_json": "iVBORw0KGgo="}]}).encode()],
+        "offset_s": at,
+    }
+
+
+SPEECH = {  # audio.speech.create(model="tts-1", voice="alloy", input=...)
+    "path": "/v1/audio/speech",
+    "body": {"model": "tts-1", "voice": "alloy", "input": "hello"},
+    "chunks": [b"ID3\x03\x00"],
+    "content_type": "audio/mpeg",
+    "offset_s": 3,
+}
+TEXT = [{}, {"offset_s": 5}]  # two chat requests (q0, q1), the same on every side
+
+
+def _write(path, media: list[dict]) -> None:
+    write_capture(path, [*TEXT, *media], run_wall=WALL)
+
+
+def test_the_media_identity_is_the_same_from_the_records_and_from_the_tables(tmp_path, monkeypatch):
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    _write(tmp_path / "fox", [_image("a fox", 1), _image("a cat", 2)])
+    _write(tmp_path / "owl", [_image("a fox", 1), _image("an owl", 2)])
+    _write(tmp_path / "text", [])
+    fox, owl, text = (workload_identity(tmp_path / n) for n in ("fox", "owl", "text"))
+    assert fox.workload == owl.workload == text.workload  # the text workload alone
+    assert fox.media != owl.media and fox.media_requests == owl.media_requests == 2  # must differ: another prompt
+    assert text.media == "" and text.media_requests == 0
+    for name, expected in (("fox", fox), ("owl", owl), ("text", text)):
+        with Analysis([tmp_path / name]) as a:
+            capture = a.query("SELECT capture FROM captures").rows[0][0]
+            found = capture_identity(a, capture)
+        assert (found.media, found.media_requests) == (expected.media, expected.media_requests)  # must match
+    assert f"2 image, video or speech generation requests beside them (media {fox.media_short})" in describe(fox.as_dict())
+    assert "beside them" not in describe(text.as_dict())
+
+
+def test_compare_tells_the_same_text_traffic_beside_other_media_requests_apart(tmp_path, monkeypatch):
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    _write(tmp_path / "two", [_image("a fox", 1), _image("a cat", 2)])
+    _write(tmp_path / "again", [_image("a fox", 1), _image("a cat", 2)])
+    _write(tmp_path / "one", [_image("a fox", 1)])
+    _write(tmp_path / "owl", [_image("a fox", 1), _image("an owl", 2)])
+    _write(tmp_path / "swapped", [_image("a cat", 1), _image("a fox", 2)])
+    _write(tmp_path / "speech", [_image("a fox", 1), _image("a cat", 2), SPEECH])
+    _write(tmp_path / "text", [])
+    _write(tmp_path / "text2", [])
+    # Must differ: the same text requests, another number of images.
+    t = compare(tmp_path / "two", tmp_path / "one")["traffic"]
+    assert not t["identical"] and t["text_identical"]
+    assert t["how"].startswith("the text generation requests are identical in the same order")
+    assert "the image generation requests differ: A's 2, B's 1, 1 of A's not in B, 0 of B's not in A" in t["how"]
+    line = traffic_line(t)
+    assert line.startswith("traffic: NOT identical") and "speed ratios below compare the same text workload" in line
+    # Must differ: as many images, one of another prompt.
+    t = compare(tmp_path / "two", tmp_path / "owl")["traffic"]
+    assert not t["identical"] and t["media"] == {"image": {"a": 2, "b": 2, "only_a": 1, "only_b": 1}}
+    assert "A's 2, B's 2, 1 of A's not in B, 1 of B's not in A" in traffic_line(t)
+    # Must differ: the same images sent in another order.
+    t = compare(tmp_path / "two", tmp_path / "swapped")["traffic"]
+    assert not t["identical"] and "the same (2 image) sent in another order" in t["how"]
+    # Must differ: speech on B's side alone.
+    t = compare(tmp_path / "two", tmp_path / "speech")["traffic"]
+    assert not t["identical"] and list(t["media"]) == ["speech"]
+    assert "the speech generation requests differ: A's none, B's 1, 0 of A's not in B, 1 of B's not in A" in t["how"]
+    # Must match: the same text and the same images.
+    t = compare(tmp_path / "two", tmp_path / "again")["traffic"]
+    assert t["identical"] and t["media"] == {}
+    assert traffic_line(t) == (
+        f"traffic: identical (A {t['a']['short']}, B {t['b']['short']}; same schedule; "
+        "the same 2 image generation requests beside them)"
+    )
+    # Must match: no media on either side, the line as it always was.
+    t = compare(tmp_path / "text", tmp_path / "text2")["traffic"]
+    assert t["identical"] and traffic_line(t) == f"traffic: identical (A {t['a']['short']}, B {t['b']['short']}; same schedule)"
+
+
+def test_compare_json_and_its_note_say_the_text_workload_apart_from_the_traffic(tmp_path, monkeypatch):
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    _write(tmp_path / "two", [_image("a fox", 1), _image("a cat", 2)])
+    _write(tmp_path / "owl", [_image("a fox", 1), _image("an owl", 2)])
+    _write(tmp_path / "again", [_image("a fox", 1), _image("a cat", 2)])
+    runner = CliRunner()
+    out = runner.invoke(cli, ["compare", str(tmp_path / "two"), str(tmp_path / "owl"), "--json"], env={"COLUMNS": "300"})
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["speed"] and data["traffic"]["identical"] is False and data["traffic"]["text_identical"] is True
+    assert all(row["same_workload"] is False and row["same_text_workload"] is True for row in data["speed"])
+    out = runner.invoke(cli, ["compare", str(tmp_path / "two"), str(tmp_path / "again"), "--json"], env={"COLUMNS": "300"})
+    same = json.loads(out.output)
+    assert all(row["same_workload"] is True and row["same_text_workload"] is True for row in same["speed"])
+    printed = runner.invoke(cli, ["compare", str(tmp_path / "two"), str(tmp_path / "owl")], env={"COLUMNS": "300"}).output
+    assert "traffic: NOT identical" in printed and "traffic: identical" not in printed
+    assert "B/A compares the same text requests, sent beside different image, video or speech requests" in printed
+
+
+def test_the_report_highlights_cards_whose_media_requests_differ(tmp_path, monkeypatch):
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    _write(tmp_path / "two", [_image("a fox", 1), _image("a cat", 2)])
+    _write(tmp_path / "again", [_image("a fox", 1), _image("a cat", 2)])
+    _write(tmp_path / "one", [_image("a fox", 1)])
+    _write(tmp_path / "owl", [_image("a fox", 1), _image("an owl", 2)])
+    cards = {n: claim(tmp_path / n, cache_dir=tmp_path / "cache") for n in ("two", "again", "one", "owl")}
+    assert cards["two"]["workload"]["value"]["media_identity"] != cards["owl"]["workload"]["value"]["media_identity"]
+
+    def highlighted(a: str, b: str) -> bool:
+        html = "".join(claim_cards([("A", tmp_path / a), ("B", tmp_path / b)], [cards[a], cards[b]]))
+        start = html.rindex("<tr", 0, html.index("<td>workload</td>"))
+        return html[start:].startswith("<tr class=diff>")
+
+    assert highlighted("two", "one")  # must differ: another count
+    assert highlighted("two", "owl")  # must differ: as many, another prompt
+    assert not highlighted("two", "again")  # must match
