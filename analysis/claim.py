@@ -85,9 +85,13 @@ def claim(
         if held != [capture]:
             raise AnalysisError(f"{path} holds {len(held)} captures, a claim card is of one: give one of them: {', '.join(held)}")
         made = card(analysis, capture)
-    made["left_out"] = [x.as_json() for x in left_out]
-    made["warnings"] = [*map(str, left_out), *made["warnings"]]
-    return made
+    return with_left_out(made, left_out)
+
+
+def with_left_out(made: dict[str, Any], left_out: Sequence[LeftOut]) -> dict[str, Any]:
+    """The card ``made`` with what the glob that named its run matched besides (``left_out``), listed
+    as ``stats --json`` lists them and first among its warnings: ``claim`` and ``report`` say it alike."""
+    return {**made, "left_out": [x.as_json() for x in left_out], "warnings": [*map(str, left_out), *made["warnings"]]}
 
 
 def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -149,14 +149,12 @@ def logprob_positions(events: Sequence[dict[str, Any]], api: str | None = None, 
         return []
     if api == "responses":
         return _responses_positions(events)
+    if api == "llamacpp":
+        return _llamacpp_positions(events, choice)
     positions: list[Position] = []
     for event in events:
         if api is not None and api.startswith("ollama"):
             positions += _positions(event.get("logprobs"))
-            continue
-        if api == "llamacpp":
-            if (as_int(event.get("index")) or 0) == choice:  # its answer to another prompt: none of this one's
-                positions += _positions(event.get("completion_probabilities"))
             continue
         for answer in as_list(event.get("choices")):
             if not isinstance(answer, dict) or choice_index(answer) != choice:
@@ -165,6 +163,25 @@ def logprob_positions(events: Sequence[dict[str, Any]], api: str | None = None, 
             if isinstance(logprobs, dict):
                 positions += _positions(logprobs["content"]) if "content" in logprobs else _legacy_positions(logprobs)
     return positions
+
+
+def _llamacpp_positions(events: Sequence[dict[str, Any]], choice: int) -> list[Position]:
+    """llama.cpp's ``completion_probabilities`` of the answer ``index`` ``choice``. A llama-server
+    from before its late-2024 rewrite sent each entry as ``{"content": token, "probs": [{"tok_str",
+    "prob"}]}``, one chunk's tokens in each streamed event, and restated every position in a
+    stream's last event (``stop``): a ``stop`` event's positions where it holds any (a whole answer
+    is one such event; today's server sends none in a stream's last), else the streamed ones."""
+    streamed: list[Position] = []
+    whole: list[Position] = []
+    for event in events:
+        if (as_int(event.get("index")) or 0) != choice:  # its answer to another prompt: none of this one's
+            continue
+        said = _positions(event.get("completion_probabilities"))
+        if event.get("stop") is True and said:
+            whole = said
+        else:
+            streamed += said
+    return whole or streamed
 
 
 def _legacy_positions(logprobs: dict[str, Any]) -> list[Position]:
@@ -214,20 +231,26 @@ def _output_positions(response: dict[str, Any]) -> list[Position]:
 
 def _positions(items: Any) -> list[Position]:
     """A list of chosen-token entries, each with its ``top_logprobs`` (llama.cpp's ``top_probs``
-    where the request asked for ``post_sampling_probs``), as positions."""
+    where the request asked for ``post_sampling_probs``, an older llama.cpp's ``probs``), as positions."""
     positions: list[Position] = []
     for item in as_list(items):
         if not isinstance(item, dict):
             continue
-        top = item.get("top_logprobs") or item.get("top_probs") or [item]
+        top = item.get("top_logprobs") or item.get("top_probs") or item.get("probs") or [item]
         top_k = dict(entry for t in as_list(top) if (entry := _logprob(t)) is not None)
         positions.append((_token(item), top_k))
     return positions
 
 
 def _key(entry: dict[str, Any]) -> Any:
-    """A logprob entry's token: its id where it has an integer one, else its text (as given)."""
-    return entry.get("id") if isinstance(entry.get("id"), int) else entry.get("token")
+    """A logprob entry's token: its id where it has an integer one, else its text (as given; an
+    older llama.cpp's top-k entry names it ``tok_str``, its chosen token ``content``)."""
+    if isinstance(entry.get("id"), int):
+        return entry.get("id")
+    for name in ("token", "tok_str", "content"):
+        if name in entry:
+            return entry[name]
+    return None
 
 
 def _token(entry: dict[str, Any]) -> int | str | None:

@@ -33,7 +33,7 @@ from .report_claims import claim_cards
 from .report_energy import compared_energy, stated_energy
 from .report_sessions import session_timelines
 from .report_telemetry import telemetry_plots
-from .sources import refuse_inside_capture
+from .sources import LeftOut, refuse_inside_capture
 from .stats import speed_stats
 from .store import Analysis
 from .svg import (
@@ -106,9 +106,11 @@ def render(
     *,
     extract: str | None = None,
     references: Mapping[str, str] | None = None,
+    left_out: Mapping[str, Sequence[LeftOut]] | None = None,
 ) -> str:
     """The report of one run, or of B compared with A (captures; sweeps: infertap.analysis.sweep_report);
-    ``references``: known answers, as ``compare`` takes them."""
+    ``references``: known answers, as ``compare`` takes them; ``left_out``: by run name ("A", "B"),
+    the matches of the glob that named it left out, which its claim cards list as ``claim`` does."""
     for path in (a, b):
         if path is not None and os.path.isfile(os.path.join(path, "sweep.json")):
             raise ConfigError(f"{path} is a sweep, not a capture: render it with infertap.analysis.sweep_report.render_sweeps")
@@ -143,7 +145,7 @@ def render(
         out += _accuracy(result.get("accuracy"))
         out += _most_divergent(result["divergence"]["most_divergent"])
     carded = [(name, path) for name, path, _ in runs] if one is None else [(runs[0][0], c) for c in one[1]]
-    out += claim_cards(carded, [one[1][c] for _, c in carded] if one is not None else None)
+    out += claim_cards(carded, [one[1][c] for _, c in carded] if one is not None else None, left_out)
     out.append("</body></html>")
     return "\n".join(out)
 
@@ -330,8 +332,9 @@ def write_report(
     *,
     extract: str | None = None,
     references: Mapping[str, str] | None = None,
+    left_out: Mapping[str, Sequence[LeftOut]] | None = None,
 ) -> None:
-    write_page(out, render(a, b, extract=extract, references=references))
+    write_page(out, render(a, b, extract=extract, references=references, left_out=left_out))
 
 
 def write_page(out: str | os.PathLike[str], page: str) -> None:

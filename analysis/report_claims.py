@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import html
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .claim import FIELDS, claim, field_text, figure_lines, value_text
+from .claim import FIELDS, claim, field_text, figure_lines, value_text, with_left_out
+from .sources import LeftOut
 from .svg import _table
 
 
@@ -29,6 +30,13 @@ def _same(field: str, value: Any, text: str) -> str:
         media = f"{sorted((value.get('not_text') or {}).items())} {value.get('media_identity')}"
         return f"{value['identity']} {value['schedule_identity']} {value.get('schedule_not_kept')} {media}"
     return text
+
+
+def _left_out_text(left_out: Sequence[dict[str, str]]) -> str:
+    """A card's ``left_out`` as its row says it: each match of the glob with why it holds no capture."""
+    if not left_out:
+        return "none"
+    return "; ".join(f"{x['pattern']}: left out {x['path']}: {x['why']}" for x in left_out)
 
 
 def _captures_of(runs: Sequence[tuple[str, str | os.PathLike[str]]]) -> dict[str, list[str]]:
@@ -54,19 +62,30 @@ def headings(runs: Sequence[tuple[str, str | os.PathLike[str]]]) -> list[str]:
     return out
 
 
-def claim_cards(runs: Sequence[tuple[str, str | os.PathLike[str]]], made: Sequence[dict[str, Any]] | None = None) -> list[str]:
+def claim_cards(
+    runs: Sequence[tuple[str, str | os.PathLike[str]]],
+    made: Sequence[dict[str, Any]] | None = None,
+    left_out: Mapping[str, Sequence[LeftOut]] | None = None,
+) -> list[str]:
     """The section for ``runs`` (name, capture path; a run of several captures once per capture): a
-    table of their claim cards (``made``: the cards where the caller has them, in the runs' order)."""
-    cards = (
-        [(name, card) for (name, _), card in zip(runs, made, strict=True)]
-        if made
-        else [(name, claim(path)) for name, path in runs]
-    )
+    table of their claim cards (``made``: the cards where the caller has them, in the runs' order;
+    ``left_out``: by run name, what the glob that named it matched besides, on each of its cards as
+    ``claim`` puts it there, and a row of the table)."""
+    left = left_out or {}
+    cards = [
+        (name, with_left_out(card, left.get(name, ())))
+        for name, card in (
+            zip((name for name, _ in runs), made, strict=True) if made else ((name, claim(path)) for name, path in runs)
+        )
+    ]
     rows, differs = [], []
     for field in FIELDS:
         values = [value_text(field, card[field]["value"]) for _, card in cards]
         rows.append([field, *(field_text(field, card[field]) for _, card in cards)])  # worded as claim prints it
         differs.append(len({_same(field, card[field]["value"], text) for text, (_, card) in zip(values, cards, strict=True)}) > 1)
+    if any(card["left_out"] for _, card in cards):  # what the run's glob named besides: no part of its figures
+        rows.append(["left out", *(_left_out_text(card["left_out"]) for _, card in cards)])
+        differs.append(False)
     # The headline figures (and what they are over), as ``claim`` prints them; runs' figures always differ.
     lines = [figure_lines(card["figures"]) for _, card in cards]
     for i in range(max(map(len, lines), default=0)):  # a row per line: a run's, then the note on what they are over

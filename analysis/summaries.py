@@ -110,7 +110,9 @@ BATCH_ROWS = 5_000
 #: 61: each other choice's logprob positions (n > 1: compare's KL takes every choice).
 #: 62: every enrichment with its wall, engine kind and counts, its prompt and output apart: compare takes
 #: each field from the enrichment that ``enrichment_latest`` takes it from, not the newest one whole.
-SUMMARY_VERSION = 62
+#: 63: an older llama.cpp's ``completion_probabilities`` (``probs`` of ``tok_str``/``prob``; a stream's
+#: last event restating them) are logprob positions.
+SUMMARY_VERSION = 63
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

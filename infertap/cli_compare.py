@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from infertap.capture.jsonable import jsonable
-from infertap.options import OneCapture, OnePath
+from infertap.options import OneCapture, OneWithLeftOut
 from infertap.wording import counted
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+
+    from infertap.analysis.sources import One
 
 
 reference_option = click.option(
@@ -478,14 +480,14 @@ def _print_most_divergent(console: Console, items: list[dict[str, Any]]) -> None
 
 
 @click.command()
-@click.argument("a", type=OnePath(sweeps=True))
-@click.argument("b", type=OnePath(sweeps=True), required=False)
+@click.argument("a", type=OneWithLeftOut(sweeps=True))
+@click.argument("b", type=OneWithLeftOut(sweeps=True), required=False)
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"), show_default=True)
 @click.option(
     "--extract", default=None, metavar="number|math|choice|json|regex:PATTERN", help="Compare answers extracted from the outputs."
 )
 @reference_option
-def report(a: Path, b: Path | None, out: Path, extract: str | None, reference: Path | None) -> None:
+def report(a: One, b: One | None, out: Path, extract: str | None, reference: Path | None) -> None:
     """Write one self-contained HTML report (works offline) of run A, or of B compared with A.
 
     A and B may also be two sweeps (folders holding sweep.json, from ``infertap sweep``), judged by the
@@ -494,14 +496,18 @@ def report(a: Path, b: Path | None, out: Path, extract: str | None, reference: P
     from .analysis.report import write_report
     from .analysis.sweep_report import sweeps_given, write_sweep_report
 
-    if sweeps_given(a, b):
+    left_out = {name: one.left_out for name, one in (("A", a), ("B", b)) if one is not None}
+    for left in (x for each in left_out.values() for x in each):  # the report's cards list them too
+        click.secho(f"warning: {left}", fg="yellow", err=True)
+    a_path, b_path = a.path, b.path if b is not None else None
+    if sweeps_given(a_path, b_path):
         if extract is not None or reference is not None:
             raise click.UsageError("--extract compares the answers of two captures; a sweep report has none to compare")
-        write_sweep_report(out, a, b)
-    elif b is None and (extract is not None or reference is not None):  # refused before A is decoded, never ignored
+        write_sweep_report(out, a_path, b_path)
+    elif b_path is None and (extract is not None or reference is not None):  # refused before A is decoded, never ignored
         raise click.UsageError("--extract compares the answers of two captures; a report of one run has none to compare")
     else:
-        write_report(out, a, b, extract=extract, references=load_references(reference, extract))
+        write_report(out, a_path, b_path, extract=extract, references=load_references(reference, extract), left_out=left_out)
     click.echo(f"report written to {out}")
 
 

@@ -204,6 +204,8 @@ def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
             "unset": transforms.unset,
             "headers": sorted(transforms.headers),
             "drop_headers": sorted(transforms.drop_headers),
+            # those a request carried: a header none sent is dropped from nothing, no change to the workload
+            "dropped_headers": transforms.dropped(item.headers for item in prepared.items),
             "pin_defaults": transforms.pin_defaults,
             "api_key": bool(transforms.api_key),  # whether one was given, never its value
             "as_recorded": prepared.as_recorded,  # bodies no JSON object: --model-map can't apply, sent as recorded

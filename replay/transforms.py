@@ -10,7 +10,7 @@ import json
 import math
 import re
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_plus
@@ -289,6 +289,15 @@ class Transforms:
         if key is not None:
             out.append(key)
         return out
+
+    def dropped(self, captured: Iterable[Sequence[Sequence[str]]]) -> list[str]:
+        """The ``drop_headers`` that a request of ``captured`` (each its captured headers) would have
+        sent: a name no request carried (or carried only redacted, never sent) dropped nothing."""
+        if not self.drop_headers:
+            return []
+        lists = {id(headers): headers for headers in captured}  # items of one header set share its list
+        carried = {n.lower() for headers in lists.values() for n, v in headers if REDACTED not in v}
+        return sorted(name for name in self.drop_headers if name.lower() in carried)
 
 
 _HOP_REQUEST = frozenset(n.decode("latin-1") for n in HOP_REQUEST)

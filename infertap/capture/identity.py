@@ -547,9 +547,11 @@ def _changes(recorder: dict[str, Any], rechained: int) -> Iterator[str]:
         yield f"--unset {key}"
     if t.get("pin_defaults"):
         yield "--pin-defaults"
-    for option, key in (("--header", "headers"), ("--drop-header", "drop_headers")):
+    # Of --drop-header, those a request carried (a replay before ``dropped_headers`` named all).
+    dropped = t["dropped_headers"] if "dropped_headers" in t else t.get("drop_headers")
+    for option, names in (("--header", t.get("headers")), ("--drop-header", dropped)):
         # a header that changes what the requests ask (ASKED_HEADERS) is part of their identity
-        yield from (f"{option} {name}" for name in t.get(key) or () if name.lower() in ASKED_HEADERS)
+        yield from (f"{option} {name}" for name in names or () if name.lower() in ASKED_HEADERS)
     filters = recorder.get("filters") or {}
     for key, name in (("paths", "path"), ("models", "model"), ("statuses", "status")):
         for value in filters.get(key) or ():

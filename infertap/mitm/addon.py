@@ -214,7 +214,8 @@ class InfertapCapture:
 
     def _retire(self) -> None:
         """Unloaded by a reload: the flows in flight go on (their hooks reach the new instance, which
-        hands them here), written as they end, and the run is closed after the last of them."""
+        hands them here, or, where none loaded, ``reloads``' relay), written as they end, and the run
+        is closed after the last of them."""
         self._retired = True
         reloads.retire(ctx.master, self)  # until closed: a shutdown before then closes it
         if self._live:

@@ -96,3 +96,57 @@ def test_a_replay_sends_them_as_recorded_and_keeps_its_sources_identity(tmp_path
     same, other = summarize(tmp_path / "same")["workload"], summarize(tmp_path / "dropped")["workload"]
     assert same["same_as_source"] and same["workload"] == workload_identity(tmp_path / "src").workload
     assert other["same_as_source"] is False and other["derived_by"] == ["--drop-header anthropic-beta"]
+
+
+def test_a_dropped_header_no_request_sent_changes_nothing(fake, tmp_path):
+    """``--drop-header OpenAI-Beta`` of a workload that never sent it (or sent it only redacted,
+    which no replay sends) was named as the replay's change: compare said "B replays the other's
+    workload with --drop-header OpenAI-Beta" of the same requests. Where one request sent it, it is."""
+    from infertap.capture.identity import request_digest
+    from infertap.capture.info import summarize
+    from infertap.replay import ReplayConfig, Schedule, run_replay
+    from infertap.replay.transforms import Transforms
+
+    _app, url = fake
+
+    def chat(tag):
+        return {"model": "m", "messages": [{"role": "user", "content": tag}], "stream": False}
+
+    bodies = sorted(
+        (chat(f"tie{i}") for i in range(2)),
+        key=lambda b: request_digest("POST", "/v1/chat/completions", None, json.dumps(b).encode()),
+    )
+    plain = [["content-type", "application/json"]]
+    redacted = [*plain, ["OpenAI-Beta", "[REDACTED]"]]
+    # Written at one time in the reverse of digest order: a closed loop sends them the other way round.
+    write_capture(
+        tmp_path / "src",
+        [
+            {"offset_s": 0.1, "body": bodies[1], "headers": plain},
+            {"offset_s": 0.1, "body": bodies[0], "headers": redacted},
+            {"offset_s": 0.3, "body": chat("after"), "headers": plain},
+        ],
+    )
+    write_capture(
+        tmp_path / "beta",
+        [{"body": chat("q"), "headers": plain}, {"offset_s": 0.1, "body": chat("r"), "headers": [*plain, ["openai-beta", "v2"]]}],
+    )
+    drop = Transforms(drop_headers={"OpenAI-Beta"})
+    loop = Schedule("concurrency", concurrency=1)
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "closed", probe=False, schedule=loop, transforms=drop))
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "timed", probe=False, transforms=drop))
+    run_replay(ReplayConfig(tmp_path / "beta", url, tmp_path / "dropped", probe=False, transforms=drop))
+    # Must match: nothing was dropped, so nothing derives the replays' workload from the source's.
+    timed = summarize(tmp_path / "timed")["workload"]
+    assert timed["derived_by"] == [] and timed["same_as_source"], timed
+    assert summarize(tmp_path / "closed")["workload"]["derived_by"] == []
+    env = {"COLUMNS": "400"}
+    out = CliRunner().invoke(cli, ["compare", str(tmp_path / "src"), str(tmp_path / "closed")], env=env).output
+    line = next(line for line in out.splitlines() if line.startswith("traffic:"))
+    assert "B replays the other's workload unchanged on another schedule" in line and "drop-header" not in line, line
+    # Must differ: a request sent it, so dropping it changed what that request asks.
+    dropped = summarize(tmp_path / "dropped")["workload"]
+    assert dropped["derived_by"] == ["--drop-header OpenAI-Beta"] and dropped["same_as_source"] is False, dropped
+    out = CliRunner().invoke(cli, ["compare", str(tmp_path / "beta"), str(tmp_path / "dropped")], env=env).output
+    line = next(line for line in out.splitlines() if line.startswith("traffic:"))
+    assert "B replays the other's workload with --drop-header OpenAI-Beta" in line, line

@@ -218,3 +218,60 @@ def test_llamacpp_post_sampling_probabilities_are_read_as_their_logs(tmp_path: P
         assert (d["logprobs"]["kl_mean"] > 0) is (name == "changed") and d["logprobs"]["top1_agreement"] == (
             0.5 if name == "changed" else 1
         )
+
+
+def _old_llamacpp_entry(token: str, top: dict[str, float]) -> dict[str, Any]:
+    """An entry as llama-server sent it before its late-2024 rewrite (``probs_vector_to_json``):
+    the chosen token's text as ``content``, each alternative's as ``tok_str`` with its ``prob``."""
+    return {"content": token, "probs": [{"tok_str": t, "prob": math.exp(v)} for t, v in top.items()]}
+
+
+def _old_llamacpp_whole(positions: list[tuple[str, dict[str, float]]]) -> list[bytes]:
+    probabilities = [_old_llamacpp_entry(t, top) for t, top in positions]
+    body = {"content": "".join(t for t, _ in positions), "id_slot": 0, "stop": True, "stopped_eos": True}
+    return [json.dumps({**body, "completion_probabilities": probabilities}).encode()]
+
+
+def _old_llamacpp_streamed(positions: list[tuple[str, dict[str, float]]]) -> list[bytes]:
+    """Each partial event carries its token's entries; the last (``stop``) restates them all."""
+    events: list[dict[str, Any]] = [
+        {
+            "content": t,
+            "stop": False,
+            "id_slot": 0,
+            "multimodal": False,
+            "completion_probabilities": [_old_llamacpp_entry(t, top)],
+        }
+        for t, top in positions
+    ]
+    everything = [_old_llamacpp_entry(t, top) for t, top in positions]
+    events.append({"content": "", "stop": True, "id_slot": 0, "stopped_eos": True, "completion_probabilities": everything})
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events]
+
+
+def test_an_older_llamacpp_probabilities_shape_is_read(tmp_path: Path) -> None:
+    """llama-server before late 2024 answered ``n_probs`` with ``{"content", "probs": [{"tok_str",
+    "prob"}]}`` entries: no position had a top-k, so no KL was taken; a stream's last event restates
+    every position, which is not read twice."""
+    by_text = [(t, {k: round(v, 9) for k, v in top.items()}) for t, top in _CAT]
+    for chunks, ctype in ((_old_llamacpp_whole(_CAT), _JSON), (_old_llamacpp_streamed(_CAT), _SSE)):
+        out = read_response({"path": "/completion", "chunks": chunks, "response_headers": [["content-type", ctype]]})
+        assert out.text == "The cat"
+        read = [(t, {k: round(v, 9) for k, v in top.items()}) for t, top in logprob_positions(out.objects, out.api)]
+        assert read == by_text, ctype
+    for name, b in (("changed", _DOG), ("same", _CAT)):
+        (tmp_path / name).mkdir()
+        pairs = {
+            "whole": (("/completion", _NATIVE, _JSON), _old_llamacpp_whole(_CAT), _old_llamacpp_whole(b)),
+            "streamed": (
+                ("/completion", {**_NATIVE, "stream": True}, _SSE),
+                _old_llamacpp_streamed(_CAT),
+                _old_llamacpp_streamed(b),
+            ),
+        }
+        d = compare(*pair_captures(tmp_path / name, pairs), top=2)["divergence"]
+        assert d["exact_match_rate"] == 1 and d["logprobs"]["pairs"] == 2, d.get("logprobs")
+        if name == "changed":
+            assert d["logprobs"]["kl_mean"] > 0 and d["logprobs"]["top1_agreement"] == 0.5, d["logprobs"]
+        else:
+            assert d["logprobs"]["kl_mean"] == 0 and d["logprobs"]["top1_agreement"] == 1, d["logprobs"]

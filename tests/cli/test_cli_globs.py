@@ -3,6 +3,7 @@ argument that takes captures expands it itself, as the shell would have."""
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -241,3 +242,29 @@ def test_claim_and_info_json_list_what_a_glob_left_out(runs: Path) -> None:
             result = ok(invoke(cmd, *args))
             assert json.loads(result.stdout)["left_out"] == [] and "left out" not in result.stderr, (cmd, args)
     assert not [w for w in json.loads(ok(invoke("claim", "run-b*", "--json")).stdout)["warnings"] if "left out" in w]
+
+
+def test_the_reports_claim_cards_list_what_a_glob_left_out(runs: Path) -> None:
+    """`report 'run-a*'` warned of the matches left out on stderr only: the page, all a reader of
+    it sees, showed the one capture's card as all the glob named. Its cards list them now, as
+    `claim --json`'s `left_out` and warnings do (said once on stderr)."""
+    (runs / "run-a-notes.txt").write_text("the GPU was throttled\n")
+    card = json.loads(ok(invoke("claim", "run-a*", "--json")).stdout)
+    said = card["warnings"][0]
+    assert card["left_out"] and said.startswith("run-a*: left out run-a-notes.txt: not a capture")
+    for args in (("run-a*",), ("run-a*", "run-b"), ("run-b", "run-a*")):
+        result = ok(invoke("report", *args, "-o", "r.html"))
+        assert result.stderr.count("left out run-a-notes.txt") == 1, (args, result.stderr)
+        page = (runs / "r.html").read_text()
+        cards = page[page.index("<h2>Claim cards</h2>") :]
+        row = next(r for r in cards.split("<tr") if ">left out<" in r)
+        assert html.escape(said) in row, row
+        name = "A" if args[0] == "run-a*" else "B"
+        assert f"{name}: warning: {html.escape(said)}" in cards
+        if len(args) == 2:  # the other run's card leaves nothing out
+            assert row.count("run-a-notes.txt") == 1 and ">none<" in row, row
+    # Must match: a glob of the capture alone, or the capture named, leaves nothing out: no such row.
+    for args in (("run-b*",), ("run-a", "run-b")):
+        result = ok(invoke("report", *args, "-o", "r.html"))
+        page = (runs / "r.html").read_text()
+        assert "left out" not in result.stderr and ">left out<" not in page and "run-a-notes" not in page, args

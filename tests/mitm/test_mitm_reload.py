@@ -101,19 +101,24 @@ def _by_run(out: Path) -> tuple[list[list[str]], bool]:
 async def _loaded_with_a_flow_in_flight(loader: Any, tctx: Any, path: Path, out: Path) -> tuple[Any, Any]:
     """The addon script at ``path`` loaded by mitmproxy's own loader, recording to ``out``, and a chat
     flow whose answer's headers came (its body not yet): the state a reload meets."""
-    from mitmproxy.proxy.layers import http as layers
-    from mitmproxy.test import tflow
-
     tctx.configure(loader, scripts=[str(path)])
     (script,) = loader.addons
     while script.ns is None:  # its watcher loads it on the loop
         await asyncio.sleep(0.01)
     tctx.options.update(infertap_out=str(out), infertap_telemetry=False)
+    return script, await _in_flight(tctx)
+
+
+async def _in_flight(tctx: Any) -> Any:
+    """A chat flow through the loaded addons whose answer's headers came (its body not yet)."""
+    from mitmproxy.proxy.layers import http as layers
+    from mitmproxy.test import tflow
+
     flow = tflow.tflow(resp=True)
     flow.request.path = "/v1/chat/completions"
     for hook in (layers.HttpRequestHeadersHook, layers.HttpRequestHook, layers.HttpResponseHeadersHook):
         await tctx.master.addons.trigger_event(hook(flow))
-    return script, flow
+    return flow
 
 
 @pytest.mark.filterwarnings(  # taddons imports every addon of mitmproxy's, ldap3's warnings too
@@ -158,11 +163,12 @@ def test_a_run_retired_by_a_reload_closes_after_its_last_flow_or_at_once_with_no
 
 @pytest.mark.filterwarnings("ignore:tagMap is deprecated:DeprecationWarning", "ignore:typeMap is deprecated:DeprecationWarning")
 @pytest.mark.parametrize("unload", ["edited script fails to load", "script dropped from scripts"])
-def test_a_run_retired_with_no_instance_left_is_closed_at_shutdown(tmp_path: Path, unload: str) -> None:
+def test_a_flow_in_flight_when_no_instance_is_left_is_written_when_it_ends(tmp_path: Path, unload: str) -> None:
     """The edited script had a syntax error, or was dropped from ``scripts``: no instance was left to
-    hand the retired one its flows' hooks, and at shutdown no capture addon's ``done`` ran, so its
-    flow in flight was never written and its run never closed. Now the shutdown writes it as
-    cancelled and closes the run, as a plain shutdown does; with an instance loaded nothing changes."""
+    hand the retired one its flows' hooks, so a flow that ended then was held in memory until
+    shutdown and written as cancelled (a crash before lost it), and its run closed only then. Now it
+    is written as it ends, with its real end, by the instance that saw its request; one still in
+    flight at shutdown is written cancelled and the run closed, as a plain shutdown does."""
     from mitmproxy import hooks
     from mitmproxy.addons import script as scripts
     from mitmproxy.proxy.layers import http as layers
@@ -171,12 +177,13 @@ def test_a_run_retired_with_no_instance_left_is_closed_at_shutdown(tmp_path: Pat
     path = tmp_path / "addon.py"
     path.write_bytes(ADDON.read_bytes())
     out = tmp_path / "cap"
-    errors: list[str] = []
+    errors: list[str | None] = []
 
     async def run() -> None:
         loader = scripts.ScriptLoader()
         with taddons.context(loader) as tctx:
-            script, flow = await _loaded_with_a_flow_in_flight(loader, tctx, path, out)
+            script, ends = await _loaded_with_a_flow_in_flight(loader, tctx, path, out)
+            stays = await _in_flight(tctx)
             if unload == "edited script fails to load":
                 path.write_text("def broken(:\n")
                 script.loadscript()
@@ -184,11 +191,54 @@ def test_a_run_retired_with_no_instance_left_is_closed_at_shutdown(tmp_path: Pat
             else:
                 tctx.configure(loader, scripts=[])
                 assert loader.addons == []
-            await tctx.master.addons.trigger_event(layers.HttpResponseHook(flow))  # reaches no capture addon
-            assert _by_run(out) == ([[]], False)  # in flight, its run open: until shutdown
+            assert tctx.master.addons.get("infertapcapture") is None
+            await tctx.master.addons.trigger_event(layers.HttpResponseHook(ends))
+            for _ in range(500):  # written as it ended (by the capture's thread), its run open for the other
+                if _by_run(out) != ([[]], False):
+                    break
+                await asyncio.sleep(0.01)
+            assert _by_run(out) == ([["complete"]], False)
             await tctx.master.addons.trigger_event(hooks.DoneHook())
+            assert stays.metadata.get("infertap") is None
             errors.extend(x["error"] for x in CaptureReader(out).records() if x["type"] == "exchange")
 
     asyncio.run(run())
-    assert _by_run(out) == ([["cancelled"]], True)
-    assert errors == ["infertap mitm shut down while the request was in flight"]
+    assert _by_run(out) == ([["complete", "cancelled"]], True)
+    assert errors == [None, "infertap mitm shut down while the request was in flight"]
+
+
+def test_a_flow_that_ends_after_a_failed_reload_survives_a_crash(start_mitm: Any, tmp_path: Path) -> None:
+    """`mitmdump -s addon.py`, the script edited into a syntax error while an answer streamed: the
+    answer, ended, was kept in memory until shutdown, so a kill before it lost it. Now it is in the
+    capture once it ended, complete with its chunks, whatever happens to the process after."""
+    script = tmp_path / "addon.py"
+    script.write_bytes(ADDON.read_bytes())
+    end = threading.Event()
+
+    async def held() -> None:
+        while not end.is_set():
+            await asyncio.sleep(0.01)
+
+    with ServerThread(sse_upstream(CHUNKS[:1], held)) as upstream:
+        mitm = start_mitm("--mode", f"reverse:{upstream.url}", "--set", "infertap_telemetry=false", mitmdump=True, script=script)
+        with httpx.Client(timeout=30) as client:
+            with client.stream("POST", f"{mitm.url}/v1/chat/completions", json={"tag": "ends"}) as answer:
+                chunks = answer.iter_raw()
+                assert next(chunks) == CHUNKS[0]
+                script.write_text("def broken(:\n")
+                later = time.time() + 10  # past the mtime mitmproxy loaded: it polls once a second
+                os.utime(script, (later, later))
+                deadline = time.monotonic() + 30
+                while "error in script" not in mitm.log.read_text():
+                    assert time.monotonic() < deadline, mitm.log.read_text()
+                    time.sleep(0.1)
+                end.set()
+                assert b"".join(chunks) == b""  # the body's end, nothing more
+        deadline = time.monotonic() + 30
+        while not mitm.exchanges():  # written by the capture's thread once mitmproxy ended the flow
+            assert time.monotonic() < deadline, ("never written", mitm.log.read_text())
+            time.sleep(0.1)
+        mitm.proc.kill()  # a crash: no shutdown writes anything
+        mitm.proc.wait(30)
+    (exchange,) = mitm.exchanges()
+    assert (exchange["request_body"], exchange["end"], exchange["chunks"]) == (b'{"tag":"ends"}', "complete", CHUNKS[:1])
