@@ -96,4 +96,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 76: image, video and speech generation routes (apis.media.MEDIA_ROUTES) are no generation requests (api unknown).
 #: 77: requests.digest holds the headers that change what a request asks (identity.ASKED_HEADERS) where sent;
 #: requests.asked_headers names them.
-DECODE_VERSION = 77
+#: 78: exchanges.server_load_ns and server_total_ns (Ollama's load_duration and total_duration); an Ollama
+#: duration that is no integer ns or is negative unknown (it was read as a negative or fractional time).
+DECODE_VERSION = 78
