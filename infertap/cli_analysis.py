@@ -385,7 +385,7 @@ def _print_model_load(load: dict[str, Any]) -> None:
         named = ", ".join(ids) + (f" and {more} more (--json lists {len(in_ttft['exchange_ids'])})" if more else "")
         _out(
             f"  note: the ttft and e2e above include a model load for {counted(in_ttft['requests'], 'request')} ({named}): "
-            "the load took at least half of each one's ttft, Ollama getting the model ready, not the engine's speed"
+            "each load took at least half its request's ttft: Ollama getting the model ready, not the engine's speed"
         )
 
 
@@ -396,7 +396,7 @@ _IDS_SHOWN = 5
 def _duration(ms: float | None) -> str:
     if ms is None:
         return "-"
-    return f"{ms / 1000:.2f} s" if ms >= 1000 else f"{ms:.1f} ms"
+    return f"{ms / 1000:.3f} s" if ms >= 1000 else f"{ms:.1f} ms"
 
 
 def _print_energy(
