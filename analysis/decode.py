@@ -218,7 +218,9 @@ def _num(value: Any) -> float | None:
 
 
 def _server_timings(parsed: Output) -> tuple[Any, ...]:
-    """(json, source, prompt_ms, decode_ms, prompt_tokens, decode_tokens, cached_tokens), all server-measured."""
+    """(json, source, prompt_ms, decode_ms, prompt_tokens, decode_tokens, cached_tokens, load_ns, total_ns),
+    all server-measured. Only Ollama times its model load and the whole request (``load_duration``,
+    ``total_duration``): a cold start its client waited through, which is not the engine's speed."""
     if parsed.timings:
         t = parsed.timings
         return (
@@ -229,23 +231,35 @@ def _server_timings(parsed: Output) -> tuple[Any, ...]:
             _int(t.get("prompt_n")),
             _int(t.get("predicted_n")),
             _int(t.get("cache_n")),
+            None,
+            None,
         )
     if parsed.durations:
         d = parsed.durations
-        ms = {k: _ms(_num(d.get(k))) for k in ("prompt_eval_duration", "eval_duration")}
+        ns = {k: _duration(d.get(k)) for k in ("prompt_eval_duration", "eval_duration", "load_duration", "total_duration")}
         return (
             _dump(d),
             "Ollama durations (server-measured)",
-            ms["prompt_eval_duration"],
-            ms["eval_duration"],
+            _ms(ns["prompt_eval_duration"]),
+            _ms(ns["eval_duration"]),
             _int(d.get("prompt_eval_count")),
             _int(d.get("eval_count")),
             None,
+            ns["load_duration"],
+            ns["total_duration"],
         )
-    return (None,) * 7
+    return (None,) * 9
 
 
-def _ms(ns: float | None) -> float | None:
+def _duration(value: Any) -> int | None:
+    """An Ollama duration in ns (Go's ``time.Duration``, never negative); a string, a negative time
+    or one past a BIGINT (from a proxy that rewrote it) is unknown, the exchange's other figures and
+    its ``server_timings`` JSON kept as they were."""
+    number = _num(value)
+    return _int(round(number)) if number is not None and number >= 0 else None
+
+
+def _ms(ns: int | None) -> float | None:
     return None if ns is None else ns / 1e6
 
 

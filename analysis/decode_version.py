@@ -97,4 +97,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 77: requests.digest holds the headers that change what a request asks (identity.ASKED_HEADERS) where sent;
 #: requests.asked_headers names them.
 #: 78: requests.digest of image, video and speech generation requests too (the traffic's media identity).
-DECODE_VERSION = 78
+#: 79: exchanges.server_load_ns and server_total_ns (Ollama's load_duration and total_duration); an Ollama
+#: duration that is no integer ns or is negative unknown (it was read as a negative or fractional time).
+DECODE_VERSION = 79

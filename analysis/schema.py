@@ -136,6 +136,8 @@ EXCHANGES = _schema(
     ("server_prompt_tokens", I64),
     ("server_decode_tokens", I64),
     ("server_cached_tokens", I64),
+    ("server_load_ns", I64),  # Ollama's load_duration: getting the model ready (a cold load), inside ttft
+    ("server_total_ns", I64),  # Ollama's total_duration: the whole request as the server timed it
     ("source_id", S),
     ("repeat", I64),
     ("scheduled_ns", I64),

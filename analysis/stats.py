@@ -24,6 +24,8 @@ from .machines import hostname
 from .media import not_text
 from .partly_counted import partly_counted
 from .sampled import sampled
+from .server_figures import SELECT as SERVER_SELECT
+from .server_figures import server_figures
 from .store import Analysis
 from .workload_identity import group_identities
 
@@ -36,7 +38,7 @@ _IMPLIED = {"run": ("capture",), "session": ("session_capture",)}
 _COLUMNS = (
     "capture, run_id, exchange_id, recorder, ok, sent_wall_ns, end_wall_ns, duration_ns, output_tokens, output_tokens_source, "
     "token_chunks, ttft_ns, ttft_content_ns, t_first_byte_ns, tpot_ns, e2e_ns, server_prompt_ms, server_decode_ms, "
-    "server_cached_tokens, server_timings_source, prompt_tokens, prompt_tokens_source, cached_tokens, cached_tokens_source, "
+    "server_cached_tokens, server_prompt_tokens, server_decode_tokens, server_load_ns, server_total_ns, server_timings_source, prompt_tokens, prompt_tokens_source, cached_tokens, cached_tokens_source, "
     'prefix_unit, prefix_shared, prefix_length, streamed, readable, parse_error, status, "end", finish_reason, choices_finish_reasons, tool_calls, session, session_capture, turn, think_ns, '
     "choices, hidden_reasoning_tokens, client_wait_ns, unfinished"
 )
@@ -49,7 +51,12 @@ LATENCIES = {
     "e2e": ("e2e_ns", 1e-6),
     "output_tokens": ("output_tokens", 1.0),
 }
-SERVER = {"prompt_ms": "server_prompt_ms", "decode_ms": "server_decode_ms", "cached_tokens": "server_cached_tokens"}
+SERVER = {
+    "prompt_ms": "server_prompt_ms",
+    "decode_ms": "server_decode_ms",
+    "cached_tokens": "server_cached_tokens",
+    "total_ms": "server_total_ns / 1e6",  # Ollama's total_duration, its load included
+}
 QUANTILES = (0.5, 0.9, 0.99)
 
 
@@ -327,6 +334,7 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
             "count(*) FILTER (WHERE ok AND NOT streamed AND ttft_ns IS NOT NULL), "
             f"count(*) FILTER (WHERE ok AND streamed AND ttft_ns IS NOT NULL), {lat}, {srv}"
         ),
+        "server": q.rows(SERVER_SELECT),
         "itl": q.rows(
             _aggs("gap_ns", "ok"), source=f"(SELECT x.*, i.gap_ns FROM {q.m} x JOIN itl i USING (capture, exchange_id))"
         ),
@@ -454,6 +462,7 @@ def _group(
         "server_timings": {
             "source": server_src,
             **{name: _dist(*_triple(values, len(LATENCIES) + i), 1.0) for i, name in enumerate(SERVER)},
+            **server_figures(aspects["server"][key][0]),
         },
         "workload": _workload(requests, aspects["work"][key][0], by_source, aspects["prefix"].get(key, [])),
         **power,

@@ -132,7 +132,7 @@ WITH base AS (
         CASE WHEN x.usage_cached_tokens IS NOT NULL THEN 'usage'
              WHEN x.server_cached_tokens IS NOT NULL THEN 'server' END AS cached_tokens_source,
         x.server_prompt_ms, x.server_decode_ms, x.server_prompt_tokens, x.server_decode_tokens, x.server_cached_tokens,
-        x.server_timings_source,
+        x.server_load_ns, x.server_total_ns, x.server_timings_source,
         p.unit AS prefix_unit, p.length AS prefix_length, p.shared AS prefix_shared,
         x.source_id, x.repeat, x.scheduled_ns, x.lag_ns, x.queue_ns, x.dep_wait_ns, x.client_wait_ns
     FROM exchanges x

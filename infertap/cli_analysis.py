@@ -342,18 +342,61 @@ def _print_output(group: dict[str, Any]) -> None:
 def _print_server_timings(st: dict[str, Any]) -> None:
     """The engine's own timings, apart from the client-side ones: they exclude the network and queueing.
     The source names itself server-measured ("Ollama durations (server-measured)"); one that carried
-    none of these figures (an Ollama done line of ``total_duration`` and ``eval_count`` alone) says so."""
+    none of these figures (an Ollama done line of ``eval_count`` alone) says so. Then Ollama's model
+    load, and the engine's token counts where they differ from infertap's (analysis/server_figures.py)."""
     shown = ", ".join(
         f"server_{k} p50 {_num(st[k]['p50'], 1)} mean {_num(st[k]['mean'], 1)}"
-        for k in ("prompt_ms", "decode_ms", "cached_tokens")
+        for k in ("prompt_ms", "decode_ms", "cached_tokens", "total_ms")
         if st[k]["n"]
     )
     if not st["source"]:
         _out("  server-measured: none reported by the engine")
     elif not shown:
-        _out(f"  {st['source']}: no prompt time, decode time or cached tokens among them")
+        _out(f"  {st['source']}: no prompt, decode or total time or cached tokens among them")
     else:
         _out(f"  {st['source']}: {shown}")
+    if load := st.get("load"):
+        _print_model_load(load)
+    for name, differ in (st.get("counts_differ") or {}).items():
+        if differ["requests"]:
+            _out(
+                f"  server counts differ from infertap's: {name} tokens of {counted(differ['requests'], 'request')} "
+                f"(the engine's {differ['server']} in all, infertap's {differ['infertap']}; the figures use infertap's)"
+            )
+
+
+def _print_model_load(load: dict[str, Any]) -> None:
+    """Ollama's model load, said apart from the speed figures: a cold load is not the engine's speed."""
+    reported = (
+        f"{counted(load['requests'], 'answer')} reported a load time, {_duration(load['total_ms'])} in all, "
+        f"longest {_duration(load['max_ms'])}"
+    )
+    if not load["waited"]:
+        _out(f"  model load ({load['source']}, server-measured): no request waited for a load ({reported})")
+        return
+    _out(
+        f"  model load ({load['source']}, server-measured): {counted(load['waited'], 'request')} waited for a load, "
+        f"{_duration(load['waited_ms'])} in all ({reported})"
+    )
+    in_ttft = load["in_ttft"]
+    if in_ttft["requests"]:
+        ids = in_ttft["exchange_ids"][:_IDS_SHOWN]
+        more = in_ttft["requests"] - len(ids)
+        named = ", ".join(ids) + (f" and {more} more (--json lists {len(in_ttft['exchange_ids'])})" if more else "")
+        _out(
+            f"  note: the ttft and e2e above include a model load for {counted(in_ttft['requests'], 'request')} ({named}): "
+            "each load took at least half its request's ttft: Ollama getting the model ready, not the engine's speed"
+        )
+
+
+#: Exchange ids printed in the model-load note (``--json`` lists more).
+_IDS_SHOWN = 5
+
+
+def _duration(ms: float | None) -> str:
+    if ms is None:
+        return "-"
+    return f"{ms / 1000:.3f} s" if ms >= 1000 else f"{ms:.1f} ms"
 
 
 def _print_energy(

@@ -22,8 +22,8 @@ _ALL = {
     "eval_count": 3,
     "eval_duration": 6_000_000,
 }
-#: A done line whose prompt and decode durations were left out (omitempty): no figure stats prints.
-_TOTAL_ONLY = {"total_duration": 9_000_000, "eval_count": 3}
+#: A done line whose durations were left out (omitempty): no figure stats prints.
+_COUNT_ONLY = {"eval_count": 3}
 
 
 def _done(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -45,20 +45,23 @@ def _server_line(tmp_path: Path, exchanges: list[dict[str, Any]]) -> list[str]:
     write_capture(tmp_path / "cap", exchanges)
     out = CliRunner().invoke(cli, ["stats", str(tmp_path / "cap")], env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
-    return [line.strip() for line in out.output.splitlines() if "server-measured" in line]
+    return [line.strip() for line in out.output.splitlines() if "server-measured" in line and "model load" not in line]
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["ndjson", "whole"])
 def test_ollama_durations_print_their_figures_labelled_once(tmp_path: Path, stream: bool) -> None:
     [line] = _server_line(tmp_path, [_ollama(_ALL, stream=stream)])
-    assert line == ("Ollama durations (server-measured): server_prompt_ms p50 2.0 mean 2.0, server_decode_ms p50 6.0 mean 6.0")
+    assert line == (
+        "Ollama durations (server-measured): server_prompt_ms p50 2.0 mean 2.0, server_decode_ms p50 6.0 mean 6.0, "
+        "server_total_ms p50 9.0 mean 9.0"
+    )
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["ndjson", "whole"])
 def test_ollama_durations_with_no_prompt_or_decode_time_leave_no_dangling_label(tmp_path: Path, stream: bool) -> None:
     """The line read ``server-measured (Ollama durations (server-measured)): `` with nothing after it."""
-    [line] = _server_line(tmp_path, [_ollama(_TOTAL_ONLY, stream=stream)])
-    assert line == "Ollama durations (server-measured): no prompt time, decode time or cached tokens among them"
+    [line] = _server_line(tmp_path, [_ollama(_COUNT_ONLY, stream=stream)])
+    assert line == "Ollama durations (server-measured): no prompt, decode or total time or cached tokens among them"
 
 
 def test_llama_cpp_timings_print_their_figures(tmp_path: Path) -> None:
