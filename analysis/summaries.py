@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from infertap.apis import NOT_IN_FILE, NOT_KEPT, TOO_LARGE, Output, decoded_chunks, read_request, read_response, stream_done
 from infertap.apis.chat_stream import read_plainest_chat_stream
+from infertap.capture.identity import asked_headers
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import delivered, request_body_unknown
 
@@ -110,7 +111,9 @@ BATCH_ROWS = 5_000
 #: 61: each other choice's logprob positions (n > 1: compare's KL takes every choice).
 #: 62: every enrichment with its wall, engine kind and counts, its prompt and output apart: compare takes
 #: each field from the enrichment that ``enrichment_latest`` takes it from, not the newest one whole.
-SUMMARY_VERSION = 62
+#: 63: request_key holds the headers that change what a request asks (identity.ASKED_HEADERS) where sent:
+#: two requests of one body and another anthropic-beta are no identical request.
+SUMMARY_VERSION = 63
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -123,7 +126,7 @@ EXCHANGE_SCHEMA = pa.schema(
         ("id", pa.string()),
         ("source_id", pa.string()),  # the exchange a replay replays (only when set and non-empty)
         ("repeat_key", pa.string()),  # repr of the record's ``repeat`` (0 when absent), as pairing compares it
-        ("request_key", pa.binary()),  # digest of method, path and the exact request body bytes
+        ("request_key", pa.binary()),  # digest of method, path, asked headers and the exact request body bytes
         ("summary", pa.binary()),  # pickled ``Summary``
     ]
 )
@@ -270,13 +273,17 @@ def _digest(data: bytes) -> bytes:
 
 
 def request_key(record: dict[str, Any]) -> bytes:
-    """Equal for equal (method, path, request bytes): what the identical-request rule matches on. A
-    body not kept (``request_body_unknown``) is equal to no other request's: its exchange's own key."""
+    """Equal for equal (method, path, the headers that change what it asks, request bytes): what the
+    identical-request rule matches on. The asked headers (``anthropic-beta``, ...) are read as the
+    workload identity reads them (``asked_headers``); a request without them keys as before. A body
+    not kept (``request_body_unknown``) is equal to no other request's: its exchange's own key."""
     if request_body_unknown(record):
         own = repr(("unknown body", record.get("id"), record.get("seq"), record.get("wall"), record.get("start_ns")))
         return _digest(own.encode("utf-8", "surrogatepass"))
     body = record["request_body"]
-    head = repr((record["method"], record["path"], body is None)).encode("utf-8", "surrogatepass")
+    asked = asked_headers(record.get("request_headers"))
+    fields = (record["method"], record["path"], body is None, *([tuple(asked)] if asked else []))
+    head = repr(fields).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(head + b"\0" + (body or b""), digest_size=16).digest()
 
 
