@@ -96,4 +96,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 76: image, video and speech generation routes (apis.media.MEDIA_ROUTES) are no generation requests (api unknown).
 #: 77: requests.digest holds the headers that change what a request asks (identity.ASKED_HEADERS) where sent;
 #: requests.asked_headers names them.
-DECODE_VERSION = 77
+#: 78: enrichments.ord (the record's place: between two of one wall the later is taken) and
+#: enrichments.attached (false: it names an id several exchanges carry, attached to none).
+DECODE_VERSION = 78

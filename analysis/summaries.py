@@ -37,7 +37,7 @@ from infertap.capture.reader import CaptureReader
 from infertap.capture.records import delivered, request_body_unknown
 
 from .cache import CachedCapture
-from .decode import enrichment_keys, name_apart
+from .decode import enrichment_keys, enrichment_unattached, name_apart
 from .decoding import repeated_ids, repeats, repeats_warning
 from .divergence import Position, logprob_positions
 
@@ -113,7 +113,9 @@ BATCH_ROWS = 5_000
 #: each field from the enrichment that ``enrichment_latest`` takes it from, not the newest one whole.
 #: 63: request_key holds the headers that change what a request asks (identity.ASKED_HEADERS) where sent:
 #: two requests of one body and another anthropic-beta are no identical request.
-SUMMARY_VERSION = 63
+#: 64: an enrichment naming an id several exchanges carry is attached to none (decode.enrichment_unattached),
+#: and the side's repeated-ids warning counts it.
+SUMMARY_VERSION = 64
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -131,8 +133,9 @@ EXCHANGE_SCHEMA = pa.schema(
     ]
 )
 
-#: Every enrichment of the capture: compare takes each field of an exchange's from the one
-#: ``enrichment_latest`` takes it from (views.py's orders, over ``wall``, ``kind`` and the counts).
+#: Every enrichment of the capture attached to an exchange: compare takes each field of an exchange's
+#: from the one ``enrichment_latest`` takes it from (views.py's orders, over ``wall``, ``kind``, the
+#: counts and ``ord``); one naming an id several exchanges carry is left out (``enrichment_unattached``).
 ENRICHMENT_SCHEMA = pa.schema(
     [
         ("ord", pa.int64()),  # record order: between enrichments of one wall, the later is taken
@@ -377,7 +380,7 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
     carried: dict[str, str] = {}
     run: tuple[str, str] = ("", "")  # the run whose records these are: its header's
     snapshot_run: tuple[str, str] | None = None
-    n = e = 0
+    n = e = unattached = 0
     try:
         for record in reader.records():
             kind = record["type"]
@@ -397,6 +400,8 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
                 )
                 n += 1
                 carried.setdefault(*run)
+            elif kind == "enrichment" and enrichment_unattached(record, repeated):
+                unattached += 1  # of an id several exchanges carry: which it was written for is unknown
             elif kind == "enrichment":
                 wall, engine, output_count, prompt_count = enrichment_keys(record)
                 disagrees = (record.get("prompt_tokens") or {}).get("agrees_with_usage") is False
@@ -427,7 +432,7 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
     finally:
         exchanges.close()
         enrichments.close()
-    said = repeats_warning(path, repeats(repeated, sum(k - 1 for k in seen.values()))) if repeated else None
+    said = repeats_warning(path, repeats(repeated, sum(k - 1 for k in seen.values()), unattached)) if repeated else None
     torn = [str(t) for t in reader.torn]
     return Side(
         str(path),
