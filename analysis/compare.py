@@ -156,8 +156,8 @@ class Run:
         rows = f"read_parquet({_lit(side.enrichments_file)}, hive_partitioning = false)"
         con.execute(
             f"CREATE OR REPLACE TABLE {name}_e AS WITH chosen AS (SELECT exchange_id, "
-            f"first(ord ORDER BY {SETTINGS_FROM}, ord DESC) AS s_ord, first(ord ORDER BY {PROMPT_FROM}, ord DESC) AS p_ord, "
-            f"first(ord ORDER BY {OUTPUT_FROM}, ord DESC) AS o_ord FROM {rows} GROUP BY exchange_id) "
+            f"first(ord ORDER BY {SETTINGS_FROM}) AS s_ord, first(ord ORDER BY {PROMPT_FROM}) AS p_ord, "
+            f"first(ord ORDER BY {OUTPUT_FROM}) AS o_ord FROM {rows} GROUP BY exchange_id) "
             "SELECT c.exchange_id, s.settings, list_value(p.prompt, o.output, s.settings) AS enrichment, p.prompt_disagrees "
             f"FROM chosen c JOIN {rows} s ON s.ord = c.s_ord JOIN {rows} p ON p.ord = c.p_ord JOIN {rows} o ON o.ord = c.o_ord"
         )

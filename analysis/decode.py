@@ -332,6 +332,7 @@ class Decoder:
         self.sinks = sinks
         self.repeated = repeated  # ids that more than one exchange carries: the second is named "<id>~2", ...
         self.seen: dict[str, int] = {}
+        self.unattached = 0  # enrichments that name one of those ids: attached to none (enrichment_unattached)
         # The capture's ids (``id_seen``; a part sees only its own), so that those carried twice are
         # known without a query over the exchanges table after the decode; ``twice`` is None once an
         # id is not a string (the table's text of it is what the query would compare).
@@ -669,7 +670,11 @@ class Decoder:
         pt = rec.get("prompt_tokens") or {}
         ot = rec.get("output_tokens") or {}
         ids = pt.get("ids") if isinstance(pt.get("ids"), list) else None
-        if self.part is None:
+        # An enrichment names its exchange's id alone (infertap enrich writes the record's id): of an
+        # id several exchanges carry, which one it was written for is unknown. Attached to none, counted.
+        attached = not enrichment_unattached(rec, self.repeated)
+        self.unattached += not attached
+        if self.part is None and attached:
             self.prompt_tokens(rec)
         wall, kind, output_count, prompt_count = enrichment_keys(rec)
         self.sinks["enrichments"].add(
@@ -691,6 +696,8 @@ class Decoder:
                 _dump(rec.get("settings")),
                 _dump(rec.get("server_timings")),
                 _dump(rec.get("response")),
+                self.records - 1,  # counted before its handler: this record's place, from 0
+                attached,
             )
         )
 
@@ -861,6 +868,13 @@ def decode_records(
         "rows": rows,
     }
     return meta, decoder
+
+
+def enrichment_unattached(record: dict[str, Any], repeated: frozenset[str]) -> bool:
+    """Whether an enrichment names an id more than one exchange carries (``repeated``): which of them
+    it was written for is unknown, so the decoded tables and compare's summaries attach it to none."""
+    xid = record.get("exchange_id")
+    return isinstance(xid, str) and xid in repeated
 
 
 def name_apart(record: dict[str, Any], repeated: frozenset[str], seen: dict[str, int]) -> None:

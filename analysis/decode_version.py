@@ -99,4 +99,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 78: requests.digest of image, video and speech generation requests too (the traffic's media identity).
 #: 79: exchanges.server_load_ns and server_total_ns (Ollama's load_duration and total_duration); an Ollama
 #: duration that is no integer ns or is negative unknown (it was read as a negative or fractional time).
-DECODE_VERSION = 79
+#: 80: enrichments.ord (the record's place: between two of one wall the later is taken) and
+#: enrichments.attached (false: it names an id several exchanges carry, attached to none).
+DECODE_VERSION = 80

@@ -71,8 +71,8 @@ def decode_capture(path: Path, out: Path, capture: str | None = None, workers: i
     with the same id (a segment copied in twice, a capture put together by hand) would be joined
     with each other's rows and counted over and over. When the first pass finds such ids, the
     capture is decoded again, in one process, with each later exchange of a repeated id named
-    ``<id>~2``, ``<id>~3`` (an enrichment naming the id stays with the first), and the meta says so
-    (``repeated_ids``).
+    ``<id>~2``, ``<id>~3`` (an enrichment naming the id is attached to none: which of them it was
+    written for is unknown), and the meta says so (``repeated_ids``).
     """
     from .decode import decode_records
 
@@ -101,7 +101,7 @@ def decode_capture(path: Path, out: Path, capture: str | None = None, workers: i
         return meta
     _empty(out)
     meta, decoder = decode_records(path, out, capture, repeated, sizes=sizes)
-    meta["repeated_ids"] = repeats(repeated, sum(k - 1 for k in decoder.seen.values()))
+    meta["repeated_ids"] = repeats(repeated, sum(k - 1 for k in decoder.seen.values()), decoder.unattached)
     return meta
 
 
@@ -124,16 +124,23 @@ def table_files(folder: Path, name: str) -> list[Path]:
     return sorted(folder.glob(f"part-*/{name}.parquet"), key=lambda f: int(f.parent.name.split("-")[1]))
 
 
-def repeats(repeated: frozenset[str], renamed: int) -> dict[str, Any]:
-    """What is kept of the ids named apart: how many, how many exchanges were renamed, one of them."""
-    return {"ids": len(repeated), "exchanges": renamed, "example": min(repeated)}
+def repeats(repeated: frozenset[str], renamed: int, unattached: int = 0) -> dict[str, Any]:
+    """What is kept of the ids named apart: how many, how many exchanges were renamed, one of them,
+    and how many enrichments name one of them (attached to none: ``decode.enrichment_unattached``)."""
+    return {"ids": len(repeated), "exchanges": renamed, "example": min(repeated), "enrichments": unattached}
 
 
 def repeats_warning(capture: str | os.PathLike[str], r: dict[str, Any]) -> str:
-    return (
+    said = (
         f"{capture}: {r['exchanges']} exchanges carry the id of an earlier one ({r['ids']} ids, e.g. "
         f"{r['example']!r}: a segment copied in twice?); in the tables they are named <id>~2, <id>~3, ..."
     )
+    if n := r.get("enrichments"):
+        said += (
+            f"; {n} enrichment{'s' if n != 1 else ''} name{'' if n != 1 else 's'} one of those ids, which exchange "
+            f"{'each' if n != 1 else 'it'} was written for unknown: attached to none"
+        )
+    return said
 
 
 def repeated_ids(files: list[Path], column: str) -> frozenset[str]:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from infertap.capture.identity import asked_headers
 from infertap.capture.records import request_body_unknown
 
 
@@ -37,17 +38,19 @@ def explain(pairs: int, by: dict[str, int], unpaired_a: int, unpaired_b: int) ->
     return text
 
 
-def _request_key(x: dict[str, Any]) -> tuple[str, str, bytes | int]:
-    """A body not kept (``request_body_unknown``) is identical to none: keyed by the record itself."""
-    return (x["method"], x["path"], id(x) if request_body_unknown(x) else x["request_body"])
+def _request_key(x: dict[str, Any]) -> tuple[Any, ...]:
+    """``summaries.request_key``'s rule: the headers that change what it asks (``asked_headers``)
+    count; a body not kept (``request_body_unknown``) is identical to none: keyed by the record itself."""
+    body = id(x) if request_body_unknown(x) else x["request_body"]
+    return (x["method"], x["path"], tuple(asked_headers(x.get("request_headers"))), body)
 
 
 def pair(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> Pairs:
     """Pair each exchange of ``a`` with at most one of ``b``.
 
     Rules, in order: B replays A (``b.source_id == a.id``), A replays B, both replay the same
-    source (same ``source_id`` and ``repeat``); then identical method, path and request bytes (a
-    body not kept is identical to none),
+    source (same ``source_id`` and ``repeat``); then identical method, path, headers that change
+    what it asks (``asked_headers``) and request bytes (a body not kept is identical to none),
     matched in order of occurrence. Each exchange pairs at most once, as itself: two exchanges
     that share an id (copies, a hand-made capture) are two exchanges, and a replay link names the
     last exchange of its id. Of a ``--repeat`` replay's passes, a replay link takes the first pass
@@ -80,7 +83,7 @@ def pair(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> Pairs:
         queue = shared.get((x.get("source_id"), x.get("repeat", 0))) if i not in used_a and x.get("source_id") else None  # type: ignore[arg-type]
         if queue:
             take(i, queue.popleft(), "shared source")
-    same: dict[tuple[str, str, bytes | int], deque[int]] = defaultdict(deque)
+    same: dict[tuple[Any, ...], deque[int]] = defaultdict(deque)
     for j, y in enumerate(b):
         if j not in used_b:
             same[_request_key(y)].append(j)

@@ -238,6 +238,12 @@ ENRICHMENTS = _schema(
     ("settings", S),
     ("server_timings", S),
     ("response", S),  # JSON
+    # The record's place in the capture: between enrichments of one exchange and one wall, the
+    # later record is taken (views.py's orders, as compare and replay's --pin-defaults take it).
+    ("ord", I64),
+    # False where more than one exchange of the capture carries its exchange_id (named apart,
+    # ``<id>~2``): which one it was written for is unknown, so it is attached to none.
+    ("attached", B),
 )
 
 PREFIXES = _schema(

@@ -32,11 +32,12 @@ import pyarrow.parquet as pq
 
 from infertap.apis import NOT_IN_FILE, NOT_KEPT, TOO_LARGE, Output, decoded_chunks, read_request, read_response, stream_done
 from infertap.apis.chat_stream import read_plainest_chat_stream
+from infertap.capture.identity import asked_headers
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import delivered, request_body_unknown
 
 from .cache import CachedCapture
-from .decode import enrichment_keys, name_apart
+from .decode import enrichment_keys, enrichment_unattached, name_apart
 from .decoding import repeated_ids, repeats, repeats_warning
 from .divergence import Position, logprob_positions
 
@@ -112,7 +113,11 @@ BATCH_ROWS = 5_000
 #: each field from the enrichment that ``enrichment_latest`` takes it from, not the newest one whole.
 #: 63: an older llama.cpp's ``completion_probabilities`` (``probs`` of ``tok_str``/``prob``; a stream's
 #: last event restating them) are logprob positions.
-SUMMARY_VERSION = 63
+#: 64: request_key holds the headers that change what a request asks (identity.ASKED_HEADERS) where sent:
+#: two requests of one body and another anthropic-beta are no identical request.
+#: 65: an enrichment naming an id several exchanges carry is attached to none (decode.enrichment_unattached),
+#: and the side's repeated-ids warning counts it.
+SUMMARY_VERSION = 65
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -125,13 +130,14 @@ EXCHANGE_SCHEMA = pa.schema(
         ("id", pa.string()),
         ("source_id", pa.string()),  # the exchange a replay replays (only when set and non-empty)
         ("repeat_key", pa.string()),  # repr of the record's ``repeat`` (0 when absent), as pairing compares it
-        ("request_key", pa.binary()),  # digest of method, path and the exact request body bytes
+        ("request_key", pa.binary()),  # digest of method, path, asked headers and the exact request body bytes
         ("summary", pa.binary()),  # pickled ``Summary``
     ]
 )
 
-#: Every enrichment of the capture: compare takes each field of an exchange's from the one
-#: ``enrichment_latest`` takes it from (views.py's orders, over ``wall``, ``kind`` and the counts).
+#: Every enrichment of the capture attached to an exchange: compare takes each field of an exchange's
+#: from the one ``enrichment_latest`` takes it from (views.py's orders, over ``wall``, ``kind``, the
+#: counts and ``ord``); one naming an id several exchanges carry is left out (``enrichment_unattached``).
 ENRICHMENT_SCHEMA = pa.schema(
     [
         ("ord", pa.int64()),  # record order: between enrichments of one wall, the later is taken
@@ -272,13 +278,17 @@ def _digest(data: bytes) -> bytes:
 
 
 def request_key(record: dict[str, Any]) -> bytes:
-    """Equal for equal (method, path, request bytes): what the identical-request rule matches on. A
-    body not kept (``request_body_unknown``) is equal to no other request's: its exchange's own key."""
+    """Equal for equal (method, path, the headers that change what it asks, request bytes): what the
+    identical-request rule matches on. The asked headers (``anthropic-beta``, ...) are read as the
+    workload identity reads them (``asked_headers``); a request without them keys as before. A body
+    not kept (``request_body_unknown``) is equal to no other request's: its exchange's own key."""
     if request_body_unknown(record):
         own = repr(("unknown body", record.get("id"), record.get("seq"), record.get("wall"), record.get("start_ns")))
         return _digest(own.encode("utf-8", "surrogatepass"))
     body = record["request_body"]
-    head = repr((record["method"], record["path"], body is None)).encode("utf-8", "surrogatepass")
+    asked = asked_headers(record.get("request_headers"))
+    fields = (record["method"], record["path"], body is None, *([tuple(asked)] if asked else []))
+    head = repr(fields).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(head + b"\0" + (body or b""), digest_size=16).digest()
 
 
@@ -372,7 +382,7 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
     carried: dict[str, str] = {}
     run: tuple[str, str] = ("", "")  # the run whose records these are: its header's
     snapshot_run: tuple[str, str] | None = None
-    n = e = 0
+    n = e = unattached = 0
     try:
         for record in reader.records():
             kind = record["type"]
@@ -392,6 +402,8 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
                 )
                 n += 1
                 carried.setdefault(*run)
+            elif kind == "enrichment" and enrichment_unattached(record, repeated):
+                unattached += 1  # of an id several exchanges carry: which it was written for is unknown
             elif kind == "enrichment":
                 wall, engine, output_count, prompt_count = enrichment_keys(record)
                 disagrees = (record.get("prompt_tokens") or {}).get("agrees_with_usage") is False
@@ -422,7 +434,7 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
     finally:
         exchanges.close()
         enrichments.close()
-    said = repeats_warning(path, repeats(repeated, sum(k - 1 for k in seen.values()))) if repeated else None
+    said = repeats_warning(path, repeats(repeated, sum(k - 1 for k in seen.values()), unattached)) if repeated else None
     torn = [str(t) for t in reader.torn]
     return Side(
         str(path),

@@ -40,10 +40,11 @@ SELECT * FROM (
 # compare chooses by the same orders (compare.py's ``Run``): its figures are of the same enrichments;
 # replay's --pin-defaults reads settings by SETTINGS_FROM's order too (infertap.capture.records.settings_rank).
 #: Of an exchange's enrichments (rows with ``kind``, ``wall``, ``output_tokens``, ``prompt_tokens``
-#: as the ``enrichments`` table has them), the first in each order is the one each field is taken from.
-SETTINGS_FROM = "kind IS NULL, wall DESC NULLS LAST"
-OUTPUT_FROM = "output_tokens IS NULL, wall DESC NULLS LAST"
-PROMPT_FROM = "prompt_tokens IS NULL, wall DESC NULLS LAST"
+#: and ``ord`` as the ``enrichments`` table has them), the first in each order is the one each field is taken from.
+#: Between two of one wall the later record (``ord``, its place in the capture) is taken.
+SETTINGS_FROM = "kind IS NULL, wall DESC NULLS LAST, ord DESC"
+OUTPUT_FROM = "output_tokens IS NULL, wall DESC NULLS LAST, ord DESC"
+PROMPT_FROM = "prompt_tokens IS NULL, wall DESC NULLS LAST, ord DESC"
 
 ENRICHMENT_LATEST = f"""
 CREATE OR REPLACE VIEW enrichment_latest AS
@@ -53,6 +54,7 @@ WITH ranked AS (
         row_number() OVER (PARTITION BY capture, exchange_id ORDER BY {OUTPUT_FROM}) AS out_rn,
         row_number() OVER (PARTITION BY capture, exchange_id ORDER BY {PROMPT_FROM}) AS prompt_rn
     FROM enrichments
+    WHERE attached  -- one naming an id several exchanges carry is attached to none (decode.enrichment_unattached)
 ), joined AS (
     SELECT l.* EXCLUDE (rn, out_rn, prompt_rn, prompt_tokens, prompt_ids, prompt_source, prompt_rendered,
                         agrees_with_usage, output_tokens, output_ids, output_source),

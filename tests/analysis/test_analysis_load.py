@@ -388,12 +388,14 @@ def test_exchanges_that_repeat_an_id_are_named_apart_and_said(tmp_path: Path) ->
         events = dict(a.sql("SELECT exchange_id, count(*) FROM events WHERE capture = ? GROUP BY ALL", [str(cap)]).fetchall())
         assert events == {"same": 1, "same~2": 1, "same~3": 1, "other": 2}
         tokens = dict(a.sql("SELECT exchange_id, output_tokens FROM metrics WHERE capture = ?", [str(cap)]).fetchall())
-        assert tokens["same"] == 7 and tokens["same~2"] == 1  # the enrichment stays with the first
+        # The enrichment names "same" alone: which copy it was written for is unknown, so it is attached to none.
+        assert tokens["same"] == 1 and tokens["same~2"] == 1
         for path in (cap, unique):
             assert capture_identity(a, str(path)) == workload_identity(path)
         assert capture_identity(a, str(cap)).requests == 4
         [warning] = a.warnings  # the capture without repeats says nothing
         assert str(cap) in warning and "2 exchanges carry the id of an earlier one" in warning and "'same'" in warning
+        assert "1 enrichment names one of those ids, which exchange it was written for unknown: attached to none" in warning
     said = CliRunner().invoke(cli, ["stats", str(cap), "--cache-dir", str(tmp_path / "cache")])
     assert said.exit_code == 0 and "carry the id of an earlier one" in said.output
 
@@ -417,7 +419,7 @@ def test_a_decode_finds_repeated_ids_itself(tmp_path: Path, monkeypatch: pytest.
     copies = [exchange(x, sent_ms=i, request=body(f"q{i}")) for i, x in enumerate(["a", "b", "a", "c", "b", "a"])]
     cap = write_capture(tmp_path / "copies", copies)
     meta = decoding.decode_capture(cap, tmp_path / "c", str(cap))
-    assert meta["repeated_ids"] == {"ids": 2, "exchanges": 3, "example": "a"}
+    assert meta["repeated_ids"] == {"ids": 2, "exchanges": 3, "example": "a", "enrichments": 0}
     monkeypatch.setattr(decoding, "PARALLEL_BYTES", 0)
     monkeypatch.setattr(decoding, "PART_EXCHANGES", 1)
     assert decoding.decode_capture(cap, tmp_path / "p", str(cap), workers=2)["repeated_ids"] == meta["repeated_ids"]
@@ -598,7 +600,7 @@ def test_a_damaged_capture_decoded_in_parts_says_what_one_process_says(tmp_path:
         decode_capture(bad, tmp_path / "b-parts", str(bad), workers=2)
     copies = write_capture(tmp_path / "copies", [exchange("same", sent_ms=i, request=body(f"q{i}")) for i in range(4)])
     parts = decode_capture(copies, tmp_path / "c-parts", str(copies), workers=2)  # named apart, in one process
-    assert parts["repeated_ids"] == {"ids": 1, "exchanges": 3, "example": "same"}
+    assert parts["repeated_ids"] == {"ids": 1, "exchanges": 3, "example": "same", "enrichments": 0}
     assert sorted(r[5] for r in _tables(tmp_path / "c-parts")["exchanges"]) == ["same", "same~2", "same~3", "same~4"]
 
 
