@@ -235,6 +235,7 @@ _EQUALS_WITHIN = 100
 # sign no date's slash ("12÷4÷2" is 1.5, spaced as "12 / 4 / 2" is). Its middle dot
 # ("3 · 4") it reads as no product, and neither does this.
 _UNICODE_OPERATORS = str.maketrans({"×": "*", "÷": " / ", "−": "-"})
+_DIV = re.compile(r"[ \t]*\\div(?![a-zA-Z])[ \t]*")  # LaTeX's division sign, read as "÷" is
 _UNICODE_DIFFERENCE = re.compile(r"(?<=[\d)}])[ \t]*−[ \t]*(?=[.\d(\\])")
 # A function applied to a number without its bracket ("\\sin 2", "\\log_2 8", "\\ln{2}") or written as a
 # word ("sin(2)"): its application, spelled "\\sin(2)" (``_FUNCTION``): each read 2, its argument.
@@ -338,6 +339,7 @@ def number(text: str) -> str | None:
     written = text
     text = as_commands(_spaced(text))  # "α" as "\\alpha"
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
+    text = _DIV.sub(" / ", text)  # "12 \\div 4" as "12 / 4", as "÷" is: 3 (it read 4, the divisor)
     text = _ATTACHED_UNIT.sub(" ", _TEXT_WORDS.sub(" ", _upright_units(_TEXT_AND.sub(", ", text))))
     text = _FUNCTION_WORD.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
     text = _FUNCTION_PLAIN.sub(r"\\\1", text)

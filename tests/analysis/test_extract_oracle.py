@@ -1110,6 +1110,9 @@ def test_a_variable_alone_on_an_equations_right_hand_side_is_its_answer(a: str, 
         ("\\boxed{2/(\\pi+1)}", "\\boxed{\\pi+1}", False),  # was \\pi+1: a box read whole or as written
         ("\\boxed{2/(\\pi+1)}", "$2/(\\pi+1)$", True),
         ("\\boxed{2017-2018}", "\\boxed{2018}", False),  # was 2018
+        ("\\boxed{12 \\div 4}", "\\boxed{3}", True),  # was 4: LaTeX's division sign as "÷" is
+        ("\\boxed{12 \\div 4}", "\\boxed{4}", False),
+        ("\\boxed{x \\div 2}", "\\boxed{\\frac{x}{2}}", True),
     ],
 )
 def test_a_box_that_holds_an_expression_is_read_as_one(a: str, b: str, same: bool) -> None:
