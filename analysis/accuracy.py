@@ -8,7 +8,8 @@ flips collapses to a point where a kind of flip is empty: +100 to +100 on two it
 McNemar's exact test on the items that flipped. A baseline (a second run of A's own configuration)
 gives the difference that happens with nothing changed: a difference inside its interval is no
 finding. Items a side did not answer (an error, a failed request) are not wrong answers: they are
-left out and counted, so that availability doesn't pass for accuracy.
+left out and counted, so that availability doesn't pass for accuracy; so are items on which the
+grader could read no answer on a side (undecided), so that a reading's limits don't pass for one either.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def accuracy(counts: Mapping[str, int], baseline: Mapping[str, int] | None = Non
         "mcnemar_p": mcnemar_exact(rw, wr),
         "mcnemar_test": "exact" if rw + wr <= EXACT_UP_TO else "normal approximation",
         "unanswered": int(counts.get("known_unanswered", 0)),
+        # items on which the grader read no answer on a side (``number``: no number): neither right nor wrong
+        "undecided": int(counts.get("known_undecided", 0)),
         # readings and comparisons the grader gave up on (math-verify's timeout): no answer, not a crash
         "timed_out": int(counts.get("extract_timed_out", 0)),
     }
@@ -56,6 +59,17 @@ def accuracy(counts: Mapping[str, int], baseline: Mapping[str, int] | None = Non
         }
     out["verdict"] = _verdict(out)
     return out
+
+
+def none_graded(counts: Mapping[str, int]) -> str | None:
+    """Where no item with a known answer was graded (``accuracy`` is None) but some were left out, the line
+    that says so: all of them undecided or unanswered is no score, and no silence either."""
+    undecided, unanswered = int(counts.get("known_undecided", 0)), int(counts.get("known_unanswered", 0))
+    if not (undecided or unanswered):
+        return None
+    parts = [f"{undecided} undecided: no answer read on a side"] * bool(undecided)
+    parts += [f"{unanswered} not answered on a side (an error or a failed request)"] * bool(unanswered)
+    return "known answers: none graded, all left out: " + "; ".join(parts)
 
 
 def difference_interval(rb: int, wb: int, rw: int, wr: int) -> tuple[float, float] | None:
@@ -130,6 +144,8 @@ def _verdict(acc: dict[str, Any]) -> str:
     )
     if acc["unanswered"]:
         text += f"; {acc['unanswered']} left out, not answered on a side (an error or a failed request)"
+    if acc["undecided"]:
+        text += f"; {acc['undecided']} left out, undecided: no answer read on a side (neither right nor wrong)"
     if acc["timed_out"]:
         text += f"; {acc['timed_out']} readings or comparisons took too long and were given up: no answer, not the same"
     chance = acc["mcnemar_p"] >= 0.05

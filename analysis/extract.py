@@ -31,17 +31,24 @@ class Grader(Protocol):
     def same(self, gold: Any, reading: Any) -> bool:
         """Whether ``reading`` is the answer ``gold`` is (gold first: a comparison may be one-sided)."""
 
+    def decides(self, reading: Any) -> bool:
+        """Whether ``same`` can grade the reading against a known answer: an answer ``number`` reads no number in
+        is undecided, neither right nor wrong (a score leaves it out and counts it apart)."""
+
     def timed_out(self) -> int:
         """How many readings and comparisons were given up so far (too slow): none for equality."""
 
 
 class Readings:
     """A grader of readings that are one answer where they are equal strings (``number``,
-    ``choice``, ``json``, ``regex:``); a known answer it reads nothing in is its own text."""
+    ``choice``, ``json``, ``regex:``); a known answer it reads nothing in is its own text.
+    ``number``'s is undecided on an answer it reads nothing in (``undecided_unread``): it can't read one
+    ("the answer is forty-two", a text cut short), which is no wrong answer (it was counted one)."""
 
-    def __init__(self, read: Callable[[str], str | None], math_references: bool = False) -> None:
+    def __init__(self, read: Callable[[str], str | None], math_references: bool = False, undecided_unread: bool = False) -> None:
         self.read = read
         self.math_references = math_references  # ``number``'s: a known answer is LaTeX (``as_math``)
+        self.undecided_unread = undecided_unread
 
     def known(self, reference: str) -> str:
         return self.read(as_math(reference) if self.math_references else reference) or reference
@@ -51,6 +58,9 @@ class Readings:
 
     def same(self, gold: str | None, reading: str | None) -> bool:
         return gold == reading
+
+    def decides(self, reading: str | None) -> bool:
+        return reading is not None or not self.undecided_unread
 
     def timed_out(self) -> int:
         return 0
@@ -137,4 +147,4 @@ def grader(spec: str) -> Grader:
         from .extract_math import MathVerify
 
         return MathVerify()
-    return Readings(extractor(spec), math_references=spec == "number")
+    return Readings(extractor(spec), math_references=spec == "number", undecided_unread=spec == "number")

@@ -120,6 +120,10 @@ class MathVerify:
                 continue
         return False
 
+    def decides(self, reading: MathReading) -> bool:
+        """Always: an answer math-verify parses nothing in is wrong, as lighteval scores it (a timeout is counted apart)."""
+        return True
+
     def _verify(self, gold: Any, answer: Any, timeout_s: int | None) -> bool:
         return bool(self._mv.verify(gold, answer, timeout_seconds=timeout_s, raise_on_error=True))
 

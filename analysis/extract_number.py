@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections.abc import Callable
 from fractions import Fraction
 
 from .answer_lists import listed, side_by_side
@@ -203,6 +204,7 @@ _JOINED = (  # what joins the number to the next one: an operator, a chain of sp
     r"[ \t]+/[ \t]+(?:" + _PART + r")[ \t]+/[ \t]+" + _OPERAND,
     r"[ \t]*/[ \t]*(?:" + _PART + r")(?![\d/.])(?=" + "|".join(_OPERATOR) + ")",
     r"[ \t]*/[ \t]*-[ \t]*" + _OPERAND,  # a signed divisor: no fraction ("6 / -2" is -3)
+    r"[ \t]*/[ \t]*(?:\\left\s*)?\(",  # a bracket's divisor ("2/(3+4)" is 2/7; it read 7)
 )
 _ARITHMETIC = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[eE][-+]?\d+)?(?=" + "|".join(_JOINED) + ")")
 # The tail of an operation whose head was no number ("x + 2 + 3"): not read as a sum of its own.
@@ -233,6 +235,7 @@ _EQUALS_WITHIN = 100
 # sign no date's slash ("12÷4÷2" is 1.5, spaced as "12 / 4 / 2" is). Its middle dot
 # ("3 · 4") it reads as no product, and neither does this.
 _UNICODE_OPERATORS = str.maketrans({"×": "*", "÷": " / ", "−": "-"})
+_DIV = re.compile(r"[ \t]*\\div(?![a-zA-Z])[ \t]*")  # LaTeX's division sign, read as "÷" is
 _UNICODE_DIFFERENCE = re.compile(r"(?<=[\d)}])[ \t]*−[ \t]*(?=[.\d(\\])")
 # A function applied to a number without its bracket ("\\sin 2", "\\log_2 8", "\\ln{2}") or written as a
 # word ("sin(2)"): its application, spelled "\\sin(2)" (``_FUNCTION``): each read 2, its argument.
@@ -336,6 +339,7 @@ def number(text: str) -> str | None:
     written = text
     text = as_commands(_spaced(text))  # "α" as "\\alpha"
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
+    text = _DIV.sub(" / ", text)  # "12 \\div 4" as "12 / 4", as "÷" is: 3 (it read 4, the divisor)
     text = _ATTACHED_UNIT.sub(" ", _TEXT_WORDS.sub(" ", _upright_units(_TEXT_AND.sub(", ", text))))
     text = _FUNCTION_WORD.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
     text = _FUNCTION_PLAIN.sub(r"\\\1", text)
@@ -352,7 +356,7 @@ def number(text: str) -> str | None:
         boxed = _inside_brackets(boxed)
         found = _numbers(boxed) or _alone(boxed) or _variable(_right_side(boxed))
         if found:
-            return found[-1]
+            return _one_answer(boxed, found, lambda: _box_as_written(written))
         if literal := _box_as_written(written):
             return literal
     for marker in _MARKED_NUMBER:
@@ -367,12 +371,28 @@ def number(text: str) -> str | None:
     ):
         return items  # "$(1, 2)$", as a known answer "(1, 2)" is read: as its box is
     found = _numbers(text) or _alone(text)
+    if display and found:  # a known answer's "$...$", read as its box is
+        return _one_answer(display.group(1), found, lambda: _literal(last_math(written) or ""))
     if not found and (math := last_math(text)) is not None:  # "$x$", "$(x)$": that variable (they read nothing)
         inside = _inside_brackets(math)
         found = _alone(inside) or _variable(_right_side(inside))
     if not found and (literal := _literal(last_math(written) or "")):  # "$\\text{no}$", as a box's
         return literal
     return found[-1] if found else None
+
+
+def _one_answer(math: str, found: list[str], as_written: Callable[[], str | None]) -> str:
+    """The one answer of a box's math (or of a text that is one display, as a known answer is) from what it reads
+    (``found``): where it reads more than one, none is the answer (``\\boxed{2/(\\pi+1)}`` read "\\pi+1" and
+    ``\\boxed{5 \\pm 2}`` 2, other answers' readings): an equation's right-hand side where that reads one
+    (``\\boxed{f(2) = 3}`` is 3), else the math as written (``as_written``, spelled one way), an answer of its own;
+    its last reading where none is written whole (a brace left open)."""
+    if len(found) == 1:
+        return found[0]
+    side = _right_side(math)
+    if side != math and len(on_side := _numbers(side)) == 1:
+        return on_side[0]
+    return as_written() or found[-1]
 
 
 _ONE_DISPLAY = re.compile(r"\s*(?:\$\$?|\\\(|\\\[)([^$]*?)(?:\$\$?|\\\)|\\\])\s*")  # a text that is one "$...$"
@@ -686,11 +706,26 @@ def _ordered(spelling: str) -> str:
     (``ordered_sum``: "1 + xy" is "xy+1", as "xy + 1" is), like terms one (``_like_terms``), and so are
     those of a ``\\frac``'s parts (``_parts_ordered``)."""
     spelling = _parts_ordered(_unbracketed(spelling))
-    terms: list[tuple[str, str]] = []  # (its sign, the term)
+    terms = _top_terms(spelling)
+    if (opened := _brackets_opened(terms)) is not None:
+        return _ordered(opened)
+    if (expanded := _distributed(terms)) is not None:
+        return _ordered(expanded)
+    out = ""
+    for joiner, product in _like_terms(terms):
+        out = _signed_term(out + joiner, product)
+    out = out.removeprefix("+") or "0"
+    if _unbracketed(out) != out:  # "2(x+1) - (x+1)" is "(x+1)": "x+1"
+        return _ordered(out)
+    return ordered_sum(out, _constant)
+
+
+def _top_terms(spelling: str) -> list[tuple[str, str]]:
+    """The terms of the spelling's top-level sum, each as (its sign, the term); no exponent's sign ("1E+99999", "2^-x")."""
+    terms: list[tuple[str, str]] = []
     sign, term, depth = "", "", 0
     for i, c in enumerate(spelling):
         depth += 1 if c in "{([" else -1 if c in "})]" else 0
-        # a term of the top level's sum; no exponent's sign ("1E+99999", "2^-x")
         if (
             depth == 0
             and c in "+-"
@@ -702,15 +737,33 @@ def _ordered(spelling: str) -> str:
         else:
             term += c
     terms.append((sign, term))
-    if (opened := _brackets_opened(terms)) is not None:
-        return _ordered(opened)
-    out = ""
-    for joiner, product in _like_terms(terms):
-        out = _signed_term(out + joiner, product)
-    out = out.removeprefix("+") or "0"
-    if _unbracketed(out) != out:  # "2(x+1) - (x+1)" is "(x+1)": "x+1"
-        return _ordered(out)
-    return ordered_sum(out, _constant)
+    return terms
+
+
+def _distributed(terms: list[tuple[str, str]]) -> str | None:
+    """A sum whose terms that are a whole number times one bracket of a sum, no power on it, are that sum's terms times
+    the number: "2(\\pi+1)" is "2\\pi+2", "-(x-4)" "-x+4" (``ordered_sum`` orders them), as math-verify reads them (they
+    were written as they stood, other answers than "2\\pi+2"); the spelling with them opened, None where no term is one."""
+    out, opened = "", False
+    for sign, term in terms:
+        read = _read_product(term) if term else term
+        others = [] if isinstance(read, str) else [f for f in read[1] if f[0] != 1]
+        inner = _unbracketed(others[0][1]) if len(others) == 1 and others[0][0] == 6 else None
+        parts = _top_terms(inner) if inner is not None and inner != others[0][1] else []
+        if (
+            isinstance(read, str)
+            or read[0].denominator != 1  # "\\frac{1}{2}(\\pi+1)" stays the fraction "\\frac{\\pi+1}{2}" (``_spelled_product``)
+            or sum(bool(part) for _, part in parts) < 2
+            or not all(part for _, part in parts)
+        ):
+            out += sign + term
+            continue
+        opened = True
+        factor = -read[0] if sign == "-" else read[0]
+        for part_sign, part in parts:
+            value = -factor if part_sign == "-" else factor
+            out += ("-" if value < 0 else "+") + ("" if abs(value) == 1 else _constant(abs(value)) + "\\cdot ") + part
+    return out.removeprefix("+") if opened else None
 
 
 def _brackets_opened(terms: list[tuple[str, str]]) -> str | None:
@@ -910,6 +963,11 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
             factors.append((5 if alone.group(1) else 3, inside + m.group()[bracket.end() :]))
             at = m.end()
             continue
+        if bracket and (raised := _raised_product(inside, m.group()[bracket.end() :], fractions)):  # "(-2x)^3" is "-8x^3"
+            negative, coefficient = negative != raised[0], coefficient * raised[1]
+            factors += raised[2]
+            at = m.end()
+            continue
         if bracket and bracket.end() == len(m.group()) and (inner := _bracketed_product(bracket.group(1), fractions)):
             negative, coefficient = negative != inner[0], coefficient * inner[1]
             factors += inner[2]
@@ -938,6 +996,35 @@ def _signed_inside(inside: str, power: str) -> tuple[bool, str]:
         return False, ordered
     flipped = negated(ordered)
     return (False, ordered) if flipped is None else (not even, ordered_sum(_parts_ordered(flipped), _constant))
+
+
+_WHOLE_POWER = re.compile(r"\^\{([1-9]\d?)\}")  # a whole power, to 99
+_FACTOR_POWER = re.compile(r"(.*?)(?:\^\{(\d+)\})?", re.DOTALL)
+
+
+def _raised_product(inside: str, power: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int, str]]] | None:
+    """A bracket's product under a whole power, each factor raised (``_bracketed_product``'s form): "(-2x)^3" is
+    "-8x^{3}", "(2x^2)^2" "4x^{4}", "(2\\pi)^2" "4\\pi^{2}", as math-verify reads them (they were "-(2x)^{3}", another
+    answer than "-8x^3"). None where the bracket holds no product, or one whose factors are not letters, \\pi or
+    numbers (its sign: ``_signed_inside`` took it out already)."""
+    whole = _WHOLE_POWER.fullmatch(power)
+    inner = _bracketed_product(inside, fractions) if whole else None
+    if inner is None or whole is None:
+        return None
+    n = int(whole.group(1))
+    raised: list[tuple[int, str]] = []
+    for rank, factor in inner[2]:
+        if rank == 1:
+            continue  # a number: the coefficient's
+        base = _FACTOR_POWER.fullmatch(factor)
+        if rank not in (3, 5) or base is None:
+            return None
+        exponent = n * int(base.group(2) or 1)
+        raised.append((rank, base.group(1) + ("" if exponent == 1 else "^{" + str(exponent) + "}")))
+    value = inner[1] ** n
+    if abs(value.numerator).bit_length() + value.denominator.bit_length() > 4096:
+        return None
+    return inner[0] and n % 2 == 1, value, [(1, _spelled(value)), *raised]
 
 
 def _bracketed_product(inside: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int, str]]] | None:
@@ -1145,6 +1232,8 @@ def _group_as_written(text: str, m: re.Match[str]) -> tuple[int, int, str] | Non
                 return None
         after = _BRACKET_AFTER.match(text, end)
         if after is None:
+            if divisor := _DIVISOR_AFTER.match(text, end):  # "(\\pi+1)/2": its quotient's, as "\\frac{\\pi+1}{2}" is
+                end = divisor.end()
             break
         if not after.group().endswith("("):  # a number right after it is its factor ("(\\pi+1)2")
             number = re.compile(_PART).match(text, after.end() - 1)
@@ -1162,11 +1251,14 @@ def _powered_or_multiplied(text: str, m: re.Match[str]) -> bool:
     inside, end = _argument(text, m.end() - 1, "(", ")")
     if end == m.end() - 1:
         return False
-    if _CARET.match(text, end) or _BRACKET_AFTER.match(text, end):
+    if _CARET.match(text, end) or _BRACKET_AFTER.match(text, end) or _DIVISOR_AFTER.match(text, end):
         return True
     return _COMMAND_AFTER.match(text, end) is not None and _MATH_BRACKET.fullmatch(inside or "") is not None
 
 
+# A number that divides a bracket ("(\\pi+1)/2", "(3+4)/2"): the bracket is the quotient's numerator, read with it (it read
+# 2, the divisor alone, one answer with "(\\pi+2)/2"); "(3+4)/2/2" or "(x)/2^3" are no such plain divisor.
+_DIVISOR_AFTER = re.compile(r"[ \t]*/[ \t]*(?:" + _PART + r")(?![\d.]|[ \t]*[/^(\\])")
 # A command's expression after a bracket of math, its factor ("(\\pi+1)\\sqrt{2}", "(\\pi+1) \\cdot \\sqrt{2}"; they
 # read \\sqrt{2}, the bracket lost); a space alone is no product's ("see (above) \\sqrt{2}" is prose).
 _COMMAND_AFTER = re.compile(r"(?:[ \t]*(?:\\cdot|\\times|\*)[ \t]*)?\\(?:sqrt|[dt]?frac|pi)(?![a-zA-Z])")

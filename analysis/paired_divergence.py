@@ -747,7 +747,8 @@ def _count_answers(
 
     The known answer is read by the same grader ("3.50" is the number 3.5). A turn on which both
     sides only called tools their clients run is a step towards the answer, not one; a side that answered nothing (an
-    error, a failed request) gave no wrong answer: such items are counted apart (``known_unanswered``).
+    error, a failed request) gave no wrong answer: such items are counted apart (``known_unanswered``), and so are
+    those with a side whose answer the grader can't grade (``decides``: ``number`` read no number), ``known_undecided``.
     A reading or comparison the grader gave up on (math-verify's timeout) is no answer, and counted
     (``extract_timed_out``).
     """
@@ -760,6 +761,9 @@ def _count_answers(
         item["reference"] = reference
         if not (_answered(sa) and _answered(sb)):
             counts["known_unanswered"] += 1
+        elif not (extract.decides(read_a) and extract.decides(read_b)):
+            item["undecided"] = [not extract.decides(read_a), not extract.decides(read_b)]
+            counts["known_undecided"] += 1  # no answer the grader could read: neither right nor wrong
         else:
             known = extract.known(reference)
             counts[_FLIPS[(extract.same(known, read_a), extract.same(known, read_b))]] += 1

@@ -16,6 +16,7 @@ from typing import Any
 from infertap.capture.segments import SEGMENT_SUFFIX
 from infertap.errors import ConfigError
 
+from .accuracy import none_graded
 from .capacity import RESULT
 from .claim import card
 from .compare import compare, speed_notes
@@ -143,6 +144,8 @@ def render(
     if result is not None:
         out += _divergence(result["divergence"])
         out += _accuracy(result.get("accuracy"))
+        if result.get("accuracy") is None and (line := none_graded(result["divergence"]["counts"])):
+            out.append(f"<h3>Known answers</h3><p>{html.escape(line)}</p>")
         out += _most_divergent(result["divergence"]["most_divergent"])
     carded = [(name, path) for name, path, _ in runs] if one is None else [(runs[0][0], c) for c in one[1]]
     out += claim_cards(carded, [one[1][c] for _, c in carded] if one is not None else None, left_out)
@@ -306,6 +309,8 @@ def _accuracy(acc: dict[str, Any] | None) -> list[str]:
             f"{acc['wrong_to_right']}, {acc['right_to_wrong']} (exact McNemar p {acc['mcnemar_p']:.3g})",
         ],
     ]
+    if acc.get("undecided"):  # no answer read on a side: neither right nor wrong
+        rows.append(["undecided (no answer read on a side), left out", str(acc["undecided"])])
     if acc.get("noise_floor"):
         rows.append(["noise floor: A against its own second run", f"{acc['noise_floor']['flips']} flips"])
     return ["<h3>Known answers</h3>", _table(["", ""], rows), f"<p>{html.escape(acc['verdict'])}</p>"]

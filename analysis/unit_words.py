@@ -32,6 +32,10 @@ _UNIT = re.compile(UNIT)
 #: end of the answer ("\\boxed{5 m \\pi}" is 5πm, as math-verify reads it; it read 5, another answer's).
 MORE_MATH = r"[ \t]*\\(?:pi|sqrt|[dt]?frac|" + "|".join(sorted(GREEK, key=len, reverse=True)) + r")(?![a-zA-Z])"
 _MORE_MATH = re.compile(MORE_MATH)
+#: What after a unit spaced from its number, inside math, makes it a product's factor too: a sum's sign or a product's
+#: ("\\boxed{5\\,m + 1}" is 5m+1, as math-verify reads it: a unit is stripped only at the end; it read 1, the last term).
+#: A unit per unit or a unit's power ("5 m/s", "5 m^2") is still the unit.
+_OPERATOR_AFTER = re.compile(r"[ \t]*(?:[-+*]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))")
 
 
 def is_unit(letters: str) -> bool:
@@ -40,5 +44,6 @@ def is_unit(letters: str) -> bool:
 
 
 def before_more_math(text: str, at: int) -> bool:
-    """Whether more math follows ``at``, the end of a unit's letters: then they are a product's factors."""
-    return _MORE_MATH.match(text, at) is not None
+    """Whether more math follows ``at``, the end of a unit's letters inside math (a factor's command, or an operator:
+    ``_OPERATOR_AFTER``): then they are a product's factors."""
+    return _MORE_MATH.match(text, at) is not None or _OPERATOR_AFTER.match(text, at) is not None

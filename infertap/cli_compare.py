@@ -177,6 +177,10 @@ def print_comparison(r: dict[str, Any]) -> None:
     _print_sessions(console, r.get("sessions"))
     _print_divergence(console, r["divergence"], (r.get("baseline") or {}).get("divergence"))
     _print_accuracy(console, r.get("accuracy"))
+    from infertap.analysis.accuracy import none_graded
+
+    if r.get("accuracy") is None and (line := none_graded(r["divergence"]["counts"])):
+        _say(console, line)
     _print_most_divergent(console, r["divergence"]["most_divergent"])
 
 
@@ -432,6 +436,8 @@ def _print_accuracy(console: Console, acc: dict[str, Any] | None) -> None:
     table.add_row(
         f"right, of {acc['items']}", f"{acc['a_right']} ({acc['a_rate']:.0%})", f"{acc['b_right']} ({acc['b_rate']:.0%})"
     )
+    if acc.get("undecided"):  # no answer read on a side: neither right nor wrong, so in neither column's score
+        table.add_row("undecided, left out", str(acc["undecided"]), str(acc["undecided"]))
     console.print(table, markup=False)
     _say(console, acc["verdict"])
 

@@ -242,6 +242,7 @@ def known_answers(comparisons: list[dict[str, Any]], study: dict[str, Any]) -> l
             "of": acc["items"],
             "against_a": None,
             "left_out": acc.get("unanswered", 0),
+            "undecided": acc.get("undecided", 0),
         },
         {"run": "A again, unchanged: the noise floor", "right": None, "of": noise.get("items"), "flips": noise.get("flips")},
         {
@@ -250,6 +251,7 @@ def known_answers(comparisons: list[dict[str, Any]], study: dict[str, Any]) -> l
             "of": acc["items"],
             "against_a": acc,
             "left_out": acc.get("unanswered", 0),
+            "undecided": acc.get("undecided", 0),
         },
     ]
     for each in comparisons:
@@ -262,6 +264,7 @@ def known_answers(comparisons: list[dict[str, Any]], study: dict[str, Any]) -> l
                     "of": other["items"],
                     "against_a": other,
                     "left_out": other.get("unanswered", 0),
+                    "undecided": other.get("undecided", 0),
                 }
             )
     return rows
@@ -301,8 +304,13 @@ def known_answers_lines(rows: list[dict[str, Any]]) -> list[str]:
             lines.append(f"  {row['run']:<{width}}  {row['flips']:>3} of {row['of']} answers flipped between right and wrong")
             continue
         text = f"  {row['run']:<{width}}  {row['right']:>3} of {row['of']} right"
-        if row.get("left_out"):  # an answer a side didn't give (a failed or unfinished one) is no wrong answer
-            text += f" ({row['left_out']} left out: not answered on a side)"
+        # an answer a side didn't give (a failed or unfinished one), or one no number was read in, is no wrong answer
+        unanswered, undecided = row.get("left_out", 0), row.get("undecided", 0)
+        if unanswered and undecided:
+            text += f" ({unanswered + undecided} left out: {unanswered} not answered on a side, {undecided} undecided)"
+        elif unanswered or undecided:
+            why = "not answered on a side" if unanswered else "undecided, no number read on a side"
+            text += f" ({unanswered + undecided} left out: {why})"
         if (acc := row.get("against_a")) is not None:
             ci = acc["difference_ci95_points"]
             text += (

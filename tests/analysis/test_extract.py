@@ -313,7 +313,7 @@ def test_plain_arithmetic_and_implicit_products_match_their_value_and_differ_fro
         ("2 \\times \\left(3+4\\right)", "14"),
         ("-2 * (3+4)", "-14"),
         ("2 - (3+4)", "-5"),
-        ("2 * (x+1)", "2(x+1)"),  # a bracket with a letter: its product (was "1")
+        ("2 * (x+1)", "2x+2"),  # a bracket with a letter: its product (was "1"), opened
     ],
 )
 def test_a_bracket_after_an_operator_is_its_operand(text: str, value: str) -> None:
@@ -714,8 +714,8 @@ def test_a_product_after_pi_matches_its_value_and_differs_from_its_parts() -> No
         ("2 + 3x", "3x+2"),  # was "3"
         ("2^3 + 4x", "4x+8"),  # was "4"
         ("x + 2^3", "x+8"),  # was "8"
-        ("-(x+1)", "-(x+1)"),  # was "1"
-        ("2(x+1)", "2(x+1)"),  # was "1"
+        ("-(x+1)", "-x-1"),  # was "1"; a whole number times a bracket of a sum is opened
+        ("2(x+1)", "2x+2"),  # was "1"
         ("x - (2+3)", "x-5"),  # was "5"
         ("y = x + 2 + 3", "x+5"),  # was "3"
         ("The answer is x + 1.", "x+1"),
@@ -1135,7 +1135,7 @@ def test_a_functions_application_matches_its_spellings_and_differs_from_its_numb
         ("\\pi\\sqrt2", "\\sqrt{2}\\pi"),  # was "\\pi\\sqrt{2}"
         ("(x+1)", "x+1"),  # was "(x+1)": brackets around the whole answer
         ("(2^x + 1)", "2^{x}+1"),
-        ("-(x+1)", "-(x+1)"),  # a sign's bracket, no whole's
+        ("-(x+1)", "-x-1"),  # a sign's bracket, no whole's: opened
         ("(x+1)(x-1)", "(x+1)(x-1)"),
         ("1e99999^2", "1E+99999^{2}"),  # a number's exponent, no sum's term
     ],
@@ -1199,7 +1199,7 @@ def test_a_boxed_letter_matches_its_spellings_and_differs_from_other_letters() -
         ("1 - x", "-x+1"),  # each term keeps its sign
         ("$2 + x^2 - x$", "-x+x^{2}+2"),
         ("\\boxed{y + x}", "x+y"),
-        ("\\boxed{2(1+x)}", "2(x+1)"),  # a bracket's sum too
+        ("\\boxed{2(1+x)}", "2x+2"),  # a bracket's sum too
         ("1 + 2^x", "2^{x}+1"),
     ],
 )

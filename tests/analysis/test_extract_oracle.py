@@ -1094,3 +1094,98 @@ def test_a_thin_space_before_a_unit_is_a_space() -> None:
 )
 def test_a_variable_alone_on_an_equations_right_hand_side_is_its_answer(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{(\\pi+1)/2}", "\\boxed{\\frac{\\pi+1}{2}}", True),  # was 2, the divisor
+        ("\\boxed{(\\pi+1)/2}", "\\boxed{(\\pi+2)/2}", False),  # was 2 and 2: a wrong answer read as right
+        ("\\boxed{(\\pi+1)/2}", "\\boxed{2}", False),
+        ("\\boxed{(1+\\pi)/2}", "$\\frac{\\pi + 1}{2}$", True),
+        ("\\boxed{(3+4)/2}", "\\boxed{3.5}", True),  # was 2
+        ("\\boxed{(3+4)/2}", "\\boxed{2}", False),
+        ("\\boxed{2/(3+4)}", "\\boxed{\\frac{2}{7}}", True),  # was 7
+        ("\\boxed{2/(3+4)}", "\\boxed{7}", False),
+        ("\\boxed{2/(\\pi+1)}", "\\boxed{\\pi+1}", False),  # was \\pi+1: a box read whole or as written
+        ("\\boxed{2/(\\pi+1)}", "$2/(\\pi+1)$", True),
+        ("\\boxed{2017-2018}", "\\boxed{2018}", False),  # was 2018
+        ("\\boxed{12 \\div 4}", "\\boxed{3}", True),  # was 4: LaTeX's division sign as "÷" is
+        ("\\boxed{12 \\div 4}", "\\boxed{4}", False),
+        ("\\boxed{x \\div 2}", "\\boxed{\\frac{x}{2}}", True),
+    ],
+)
+def test_a_box_that_holds_an_expression_is_read_as_one(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{(-2x)^3}", "\\boxed{-8x^3}", True),  # was "-(2x)^{3}"
+        ("\\boxed{(-2x)^3}", "\\boxed{8x^3}", False),
+        ("\\boxed{(-2x)^2}", "\\boxed{4x^2}", True),
+        ("\\boxed{(-2x)^2}", "\\boxed{-4x^2}", False),
+        ("\\boxed{(x^2)^3}", "\\boxed{x^6}", True),
+        ("\\boxed{(x^2)^3}", "\\boxed{x^5}", False),
+        ("\\boxed{(2\\pi)^2}", "\\boxed{4\\pi^2}", True),
+        ("\\boxed{(2xy)^2}", "\\boxed{4x^2y^2}", True),
+        ("\\boxed{3(2x)^2}", "\\boxed{12x^2}", True),
+        ("\\boxed{3(2x)^2}", "\\boxed{6x^2}", False),
+    ],
+)
+def test_a_power_of_a_bracketed_product_is_each_factors_power(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{2(\\pi+1)}", "\\boxed{2\\pi+2}", True),  # was "2(\\pi+1)"
+        ("\\boxed{2(\\pi+1)}", "\\boxed{2\\pi+1}", False),
+        ("\\boxed{2(x+1)}", "\\boxed{2x+2}", True),
+        ("\\boxed{2(x+1)}", "\\boxed{2x+1}", False),
+        ("\\boxed{-(x-4)}", "\\boxed{4-x}", True),
+        ("\\boxed{-(x-4)}", "\\boxed{x-4}", False),
+        ("\\boxed{2(x+1)+3}", "\\boxed{2x+5}", True),
+        ("\\boxed{\\frac{1}{2}(\\pi+1)}", "\\boxed{\\frac{\\pi+1}{2}}", True),  # a fraction's multiple, as it was
+    ],
+)
+def test_a_whole_number_times_a_bracket_of_a_sum_is_opened(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{5\\,m + 1}", "\\boxed{5m+1}", True),  # was 1: the unit letter taken for a unit before a sum's sign
+        ("\\boxed{5\\,m + 1}", "\\boxed{1}", False),
+        ("\\boxed{5 m - 1}", "\\boxed{5m-1}", True),
+        ("\\boxed{5 m - 1}", "\\boxed{5m+1}", False),
+        ("$5\\,m + 1$", "\\boxed{m \\cdot 5 + 1}", True),
+        ("\\boxed{5\\,kg + 1}", "\\boxed{5kg+1}", True),
+    ],
+)
+def test_a_unit_spaced_after_its_number_before_more_terms_is_a_factor(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference", "right"),
+    [
+        ("The answer is $\\boxed{(\\pi+1)/2}$.", "\\frac{\\pi+1}{2}", True),
+        ("The answer is $\\boxed{(\\pi+1)/2}$.", "(\\pi+1)/2", True),
+        ("The answer is $\\boxed{(\\pi+1)/2}$.", "(\\pi+2)/2", False),
+        ("So $\\boxed{(-2x)^3}$", "-8x^3", True),
+        ("So $\\boxed{(-2x)^3}$", "8x^3", False),
+        ("\\boxed{2(\\pi+1)}", "2\\pi+2", True),
+        ("\\boxed{2(\\pi+1)}", "2\\pi+1", False),
+        ("\\boxed{5\\,m + 1}", "5m + 1", True),
+        ("\\boxed{5\\,m + 1}", "1", False),
+    ],
+)
+def test_known_answers_are_graded_as_math_verify_grades_them(answer: str, reference: str, right: bool) -> None:
+    """A model's answer against a known one as compare scores it (``number``), and as ``--extract math`` does."""
+    numbers, maths = grader("number"), grader("math")
+    assert maths.same(maths.known(reference), maths.read(answer)) is right
+    assert numbers.same(numbers.known(reference), numbers.read(answer)) is right
