@@ -126,3 +126,15 @@ def test_no_load_on_either_side_leaves_the_speed_section_as_it_was(tmp_path: Pat
     assert fact["value"] is None and "reported no model load time" in fact["unknown"]
     assert not _loaded(bare_card_lines)
     assert "figures" not in unknown_fields(bare_card)  # no load time is no figure unknown: --strict passes it
+
+
+def test_a_malformed_load_time_is_no_load_and_the_pair_is_still_compared(tmp_path: Path) -> None:
+    """A done line whose load_duration is no number (a proxy that rewrote it): unknown, as stats reads
+    it; the pair stays in the speed table and nothing is said of a load it can't show."""
+    cold = answer(0, COLD, stream=True)
+    broken = timed_as(answer(0, {**COLD, "load_duration": str(COLD["load_duration"])}, stream=True), cold)
+    a = _capture(tmp_path, "a", [broken, *_warm()[1:]])
+    lines, result = _compare(a, _capture(tmp_path, "b", _warm()))
+    assert result["model_load"]["a"] == {**result["model_load"]["a"], "reported": _REQUESTS - 1, "waited": 0}
+    assert [row["a"]["n"] for row in result["speed"]] == [_REQUESTS] * len(result["speed"])
+    assert not [line for line in _speed_section(lines) if line.startswith(("A: ", "B: "))]
