@@ -30,6 +30,7 @@ from .errors import AnalysisError
 from .in_no_group import no_group_line, not_text_words
 from .machines import counted_runs, described_snapshot, describes, imported_only, probed_by
 from .media import not_text
+from .model_load_fact import load_line, model_load_fact
 from .partly_counted import ADVICE, Origin, note, prompt_note
 from .sampled import all_imported, interpolated, no_energy, partly_unsampled
 from .sources import LeftOut
@@ -775,6 +776,7 @@ def _headline(g: dict[str, Any]) -> dict[str, Any]:
         "energy": g.get("energy"),
         "telemetry_urls": g["telemetry_urls"],  # the exporters scraped (--telemetry-url, redacted)
         "telemetry": g["telemetry"],  # its runs, and those recorded with --no-telemetry
+        "model_load": model_load_fact((g.get("server_timings") or {}).get("load")),
     }
 
 
@@ -816,6 +818,8 @@ def figure_lines(fig: dict[str, Any]) -> list[str]:
             f"{whose}{h['ok']}/{h['requests']} ok; {lat}; {', '.join(rates)}; concurrency mean {short(h['concurrency']['mean'])}, "
             f"max {short(h['concurrency']['max'])}" + f"; {_energy_line(energy, h.get('telemetry'))}" + scraped
         )
+        if said := load_line(h.get("model_load")):  # none where the engine reports no load time (the field says why)
+            lines.append(f"{whose}{said}")
     if fig.get("unknown"):  # per-token figures over some answers only, or none
         lines.append(f"unknown: {fig['unknown']}")
     return lines

@@ -30,6 +30,7 @@ from .accuracy import accuracy
 from .active import COUNTED, PART, run_parts
 from .cache import lookup
 from .compare_load import concurrency, concurrency_note
+from .compare_model_load import model_load
 from .compare_outcomes import outcomes
 from .compare_traffic import traffic
 from .configdiff import input_changes, settings_diff, several_configurations, snapshot_diff
@@ -70,7 +71,7 @@ def memory_limit() -> str:
 #: What compare reads of each run's ``metrics`` view.
 _METRICS = (
     'capture, run_id, exchange_id, generation, status, "end", readable, session, session_capture, turn, link, ok, unfinished, streamed, sent_wall_ns, end_wall_ns, output_tokens, '
-    + ", ".join(f"{name}_ns" for name in SPEED_METRICS)
+    "server_load_ns, server_total_ns, " + ", ".join(f"{name}_ns" for name in SPEED_METRICS)
 )
 
 
@@ -475,6 +476,8 @@ def _compare(
         result["outcomes"] = outcomes(ws.con, a.name, b.name, pairs.name)
         speed_rows = speed(ws, a, b, pairs)
         result["concurrency"] = concurrency(ws.con, a.name, b.name)  # the load each side ran under, beside its speed
+        # A model load (Ollama's load_duration) inside either side's ttft and e2e, over the speed's pairs.
+        result["model_load"] = model_load(ws.con, a.name, b.name, pairs.name)
         exact = f"{pairs.name}_exact"  # each pair's answers equal: sessions are judged on it
         diverged = divergence(
             ws.con,

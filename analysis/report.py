@@ -22,6 +22,7 @@ from .claim import card
 from .compare import compare, speed_notes
 from .compare_lines import Said, energy_lines, session_lines
 from .compare_load import concurrency_line
+from .compare_model_load import model_load_lines
 from .compare_outcomes import side_line
 from .compare_traffic import traffic_line
 from .configdiff import probed_lines, why_unknown_lines
@@ -76,7 +77,7 @@ def _speed_table(speed: Sequence[dict[str, Any]]) -> str:
     return _table(["metric", "A p50 ms", "A p99 ms", "B p50 ms", "B p99 ms", "B/A p50", "95% CI", "pairs"], rows)
 
 
-def _speed(speed: Sequence[dict[str, Any]], load: dict[str, Any] | None = None) -> list[str]:
+def _speed(speed: Sequence[dict[str, Any]], load: dict[str, Any] | None = None, model: dict[str, Any] | None = None) -> list[str]:
     """The table with what it is over and what ``compare`` says under it: its B p50 is over the pairs,
     not B's every answer, and read beside the claim card's B p50 of the same run it looked wrong."""
     out = [
@@ -87,7 +88,9 @@ def _speed(speed: Sequence[dict[str, Any]], load: dict[str, Any] | None = None) 
         out.append(f"<p>No interval below {MIN_INTERVAL_PAIRS} pairs: a resampled one would be narrower than 95%.</p>")
     if load:
         out.append(f"<p>{html.escape(concurrency_line(load))}</p>")
-    return out + [f"<p>{html.escape(note)}</p>" for note in speed_notes(speed, load)]
+    out += [f"<p>{html.escape(note)}</p>" for note in speed_notes(speed, load)]
+    # A model load inside either side's ttft and e2e (``model``: compare's ``model_load``), as compare says it.
+    return out + [('<p class="warn">' if warn else "<p>") + f"{html.escape(line)}</p>" for line, warn in model_load_lines(model)]
 
 
 def _plotted(runs: _Runs) -> str:
@@ -125,7 +128,7 @@ def render(
     out.append(f"<h2>{'2. ' if result else ''}Speed</h2>")
     if result is not None:
         out += _outcomes(result.get("outcomes"))
-        out += _speed(result["speed"], result.get("concurrency"))
+        out += _speed(result["speed"], result.get("concurrency"), result.get("model_load"))
     out.append(f"<p>{html.escape(_plotted(runs))}</p>")
     out.append(_plots(runs))
     out.append(

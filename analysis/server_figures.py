@@ -36,6 +36,17 @@ SELECT = (
 )
 
 
+#: Where the figures come from: Ollama's done line, the one engine that reports a load time.
+SOURCE = "Ollama load_duration"
+
+
+def duration_text(ms: float | None) -> str:
+    """A load's time as ``stats``, ``compare`` and the claim card say it: "1.805 s", "101.4 ms", "-"."""
+    if ms is None:
+        return "-"
+    return f"{ms / 1000:.3f} s" if ms >= 1000 else f"{ms:.1f} ms"
+
+
 def _ms(ns: int | None) -> float | None:
     return None if ns is None else ns / 1e6
 
@@ -47,7 +58,7 @@ def server_figures(row: list[Any]) -> dict[str, Any]:
     load = None
     if reported:
         load = {
-            "source": "Ollama load_duration",
+            "source": SOURCE,
             "requests": reported,  # answers that reported a load time, however short
             "total_ms": _ms(load_ns),
             "max_ms": _ms(max_ns),

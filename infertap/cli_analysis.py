@@ -394,9 +394,9 @@ _IDS_SHOWN = 5
 
 
 def _duration(ms: float | None) -> str:
-    if ms is None:
-        return "-"
-    return f"{ms / 1000:.3f} s" if ms >= 1000 else f"{ms:.1f} ms"
+    from infertap.analysis.server_figures import duration_text
+
+    return duration_text(ms)
 
 
 def _print_energy(

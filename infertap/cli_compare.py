@@ -164,6 +164,10 @@ def print_comparison(r: dict[str, Any]) -> None:
         _say(console, concurrency_line(r["concurrency"]))
     for note in speed_notes(r["speed"], r.get("concurrency")):
         _say(console, note, "yellow")
+    from infertap.analysis.compare_model_load import model_load_lines
+
+    for line, warn in model_load_lines(r.get("model_load")):  # none where neither side waited for a load
+        _say(console, line, "yellow" if warn else None)
     if r["speed"] and r["speed"][0].get("same_workload") is False:
         if r["speed"][0].get("same_text_workload"):  # the figures' requests are the same; what ran beside them is not
             what = "the same text requests, sent beside different image, video or speech requests (see traffic above)"

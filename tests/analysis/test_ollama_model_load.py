@@ -17,71 +17,7 @@ from infertap.analysis.store import Analysis
 from infertap.cli import cli
 from tests.analysis_builders import event, sse
 from tests.helpers import write_capture
-
-#: docs.ollama.com/api/usage's example: 101 ms of its 175 ms went to loading the model.
-COLD = {
-    "total_duration": 174560334,
-    "load_duration": 101397084,
-    "prompt_eval_count": 11,
-    "prompt_eval_duration": 13074791,
-    "eval_count": 18,
-    "eval_duration": 52479709,
-}
-#: The older API docs' example: the model already loaded (4 ms to find it), 4.6 s of work.
-WARM = {
-    "total_duration": 4648158584,
-    "load_duration": 4071084,
-    "prompt_eval_count": 36,
-    "prompt_eval_duration": 439038000,
-    "eval_count": 180,
-    "eval_duration": 4196918000,
-}
-_NET_NS = 1_000_000  # the wire between Ollama and the recorder
-
-
-def _without_load(metrics: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in metrics.items() if k not in ("load_duration", "total_duration")}
-
-
-def _answer(i: int, metrics: dict[str, Any], *, stream: bool) -> dict[str, Any]:
-    """An /api/chat answer streamed as NDJSON, or an /api/generate answer sent whole, whose done line
-    carries ``metrics``. Its first text leaves Ollama once the model is loaded and the prompt read."""
-    start = _ns(metrics, "load_duration") + _ns(metrics, "prompt_eval_duration") + _NET_NS
-    end = start + _ns(metrics, "eval_duration")
-    done = {"model": "m", "created_at": "2025-10-17T23:14:07.414671Z", "done": True, "done_reason": "stop", **metrics}
-    if not stream:
-        whole = {**done, "response": "Hello! How can I help you today?"}
-        request = {"model": "m", "prompt": f"q{i}", "stream": False}
-        return {
-            "path": "/api/generate",
-            "body": request,
-            "chunks": [json.dumps(whole).encode()],
-            "chunk_ns": [end],
-            "duration_ns": end + 1,
-        }
-    lines = [
-        {"model": "m", "message": {"role": "assistant", "content": "Hello!"}, "done": False},
-        {"model": "m", "message": {"role": "assistant", "content": " Hi."}, "done": False},
-        {**done, "message": {"role": "assistant", "content": ""}},
-    ]
-    return {
-        "path": "/api/chat",
-        "body": {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]},
-        "chunks": [json.dumps(line).encode() + b"\n" for line in lines],
-        "content_type": "application/x-ndjson",
-        "chunk_ns": [start, (start + end) // 2, end],
-        "duration_ns": end + 1,
-    }
-
-
-def _timed_as(answer: dict[str, Any], like: dict[str, Any]) -> dict[str, Any]:
-    """``answer`` with ``like``'s chunk times: only their done lines differ."""
-    return {**answer, "chunk_ns": like["chunk_ns"], "duration_ns": like["duration_ns"]}
-
-
-def _ns(metrics: dict[str, Any], key: str) -> int:
-    value = metrics.get(key)
-    return value if isinstance(value, int) and value > 0 else 0
+from tests.ollama_done import COLD, WARM, answer, timed_as, without_load
 
 
 def _stats(tmp_path: Path, name: str, exchanges: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any]]:
@@ -102,7 +38,7 @@ def _said(lines: list[str], start: str) -> list[str]:
 
 @pytest.mark.parametrize("stream", [True, False], ids=["chat-ndjson", "generate-whole"])
 def test_a_cold_load_is_said_apart_and_named_in_the_ttft_note(tmp_path: Path, stream: bool) -> None:
-    lines, group = _stats(tmp_path, "cap", [_answer(0, COLD, stream=stream), _answer(1, WARM, stream=stream)])
+    lines, group = _stats(tmp_path, "cap", [answer(0, COLD, stream=stream), answer(1, WARM, stream=stream)])
     load = group["server_timings"]["load"]
     cold_ms, warm_ms = COLD["load_duration"] / 1e6, WARM["load_duration"] / 1e6
     assert (load["requests"], load["waited"], load["in_ttft"]) == (2, 1, {"requests": 1, "exchange_ids": ["src-0"]})
@@ -120,10 +56,10 @@ def test_a_cold_load_is_said_apart_and_named_in_the_ttft_note(tmp_path: Path, st
 def test_no_load_says_nothing_and_leaves_the_figures_as_they_are(tmp_path: Path, stream: bool) -> None:
     """The same answers: with a cold load, with a warm one (Ollama still reports a few ms), with neither
     field (llama.cpp, an older Ollama): the speed figures are the same; only the cold one says so."""
-    cold = _answer(0, COLD, stream=stream)
+    cold = answer(0, COLD, stream=stream)
     with_load, group = _stats(tmp_path, "cold", [cold])
-    bare, bare_group = _stats(tmp_path, "bare", [_timed_as(_answer(0, _without_load(COLD), stream=stream), cold)])
-    warm, warm_group = _stats(tmp_path, "warm", [_answer(0, WARM, stream=stream)])
+    bare, bare_group = _stats(tmp_path, "bare", [timed_as(answer(0, without_load(COLD), stream=stream), cold)])
+    warm, warm_group = _stats(tmp_path, "warm", [answer(0, WARM, stream=stream)])
     assert group["server_timings"]["load"]["waited"] == 1
     assert bare_group["server_timings"]["load"] is None
     assert bare_group["server_timings"]["total_ms"]["n"] == 0
@@ -150,8 +86,8 @@ def test_no_load_says_nothing_and_leaves_the_figures_as_they_are(tmp_path: Path,
 )
 def test_a_malformed_duration_is_ignored_and_nothing_else_is_lost(tmp_path: Path, bad: dict[str, Any]) -> None:
     metrics = {**COLD, **bad}
-    good = _answer(0, COLD, stream=True)
-    broken = _timed_as(_answer(1, metrics, stream=True), good)
+    good = answer(0, COLD, stream=True)
+    broken = timed_as(answer(1, metrics, stream=True), good)
     lines, group = _stats(tmp_path, "cap", [good, broken])
     load = group["server_timings"]["load"]
     assert (load["requests"], load["waited"], load["in_ttft"]["exchange_ids"]) == (1, 1, ["src-0"])
