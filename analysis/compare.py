@@ -39,6 +39,7 @@ from .errors import AnalysisError, QueryError
 from .extract import grader
 from .fetch import columns
 from .machines import IMPORTED, counted_runs, imported_only, probed_by
+from .near_pairs import near_pairs
 from .paired_divergence import BATCH_PAIRS, divergence
 from .pairing import PairTable, pair_in
 from .partly_counted import Origin, origin
@@ -452,6 +453,8 @@ def _compare(
         if not pairs.pairs:  # a side with no generation request is why, said before the rules that found nothing
             if empty := [said for said in map(nothing_to_compare, (a_path, b_path)) if said]:
                 raise AnalysisError(f"nothing to compare: {'; '.join(empty)}")
+            if near := near_pairs(ws.con, a_path, b_path, "near_b"):  # what kept requests of one body apart
+                raise AnalysisError(f"no request of {a_path} is identical to one of {b_path}: {near}; {pairs.explain()}")
             raise AnalysisError(f"no exchange of {b_path} matches one of {a_path}: {pairs.explain()}")
         if baseline is not None:  # a baseline that pairs nothing would leave the noise floor out unsaid
             base = Run(baseline, ws, "base", metrics=False)
@@ -459,6 +462,10 @@ def _compare(
             if not base_pairs.pairs:
                 if empty_base := nothing_to_compare(baseline):
                     raise AnalysisError(f"the baseline has nothing to compare: {empty_base}")
+                if near := near_pairs(ws.con, a_path, baseline, "near_base", "the baseline"):
+                    raise AnalysisError(
+                        f"no request of {a_path} is identical to one of the baseline {baseline}: {near}; {base_pairs.explain()}"
+                    )
                 raise AnalysisError(f"no exchange of the baseline {baseline} matches one of {a_path}: {base_pairs.explain()}")
         why: Counter[str] = Counter()
         result: dict[str, Any] = {

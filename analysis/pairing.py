@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infertap.capture.identity import asked_headers
+from infertap.capture.identity import asked_headers, asked_query
 from infertap.capture.records import request_body_unknown
 
 
@@ -39,19 +39,21 @@ def explain(pairs: int, by: dict[str, int], unpaired_a: int, unpaired_b: int) ->
 
 
 def _request_key(x: dict[str, Any]) -> tuple[Any, ...]:
-    """``summaries.request_key``'s rule: the headers that change what it asks (``asked_headers``)
-    count; a body not kept (``request_body_unknown``) is identical to none: keyed by the record itself."""
+    """``summaries.request_key``'s rule: the query (``asked_query``) and the headers that change what
+    it asks (``asked_headers``) count; a body not kept (``request_body_unknown``) is identical to
+    none: keyed by the record itself."""
     body = id(x) if request_body_unknown(x) else x["request_body"]
-    return (x["method"], x["path"], tuple(asked_headers(x.get("request_headers"))), body)
+    return (x["method"], x["path"], asked_query(x.get("query")), tuple(asked_headers(x.get("request_headers"))), body)
 
 
 def pair(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> Pairs:
     """Pair each exchange of ``a`` with at most one of ``b``.
 
     Rules, in order: B replays A (``b.source_id == a.id``), A replays B, both replay the same
-    source (same ``source_id`` and ``repeat``); then identical method, path, headers that change
-    what it asks (``asked_headers``) and request bytes (a body not kept is identical to none),
-    matched in order of occurrence. Each exchange pairs at most once, as itself: two exchanges
+    source (same ``source_id`` and ``repeat``); then identical method, path, query (less a
+    redacted credential parameter: ``asked_query``), headers that change what it asks
+    (``asked_headers``) and request bytes (a body not kept is identical to none), matched in
+    order of occurrence. Each exchange pairs at most once, as itself: two exchanges
     that share an id (copies, a hand-made capture) are two exchanges, and a replay link names the
     last exchange of its id. Of a ``--repeat`` replay's passes, a replay link takes the first pass
     (then the first recorded): the order a run wrote them in is no rule.

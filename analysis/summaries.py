@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from infertap.apis import NOT_IN_FILE, NOT_KEPT, TOO_LARGE, Output, decoded_chunks, read_request, read_response, stream_done
 from infertap.apis.chat_stream import read_plainest_chat_stream
-from infertap.capture.identity import asked_headers
+from infertap.capture.identity import asked_headers, asked_query
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import delivered, request_body_unknown
 
@@ -117,7 +117,9 @@ BATCH_ROWS = 5_000
 #: two requests of one body and another anthropic-beta are no identical request.
 #: 65: an enrichment naming an id several exchanges carry is attached to none (decode.enrichment_unattached),
 #: and the side's repeated-ids warning counts it.
-SUMMARY_VERSION = 65
+#: 66: request_key holds the query (less a redacted credential parameter) where there is one: two
+#: requests of one body to another ?api-version= are no identical request.
+SUMMARY_VERSION = 66
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -278,16 +280,18 @@ def _digest(data: bytes) -> bytes:
 
 
 def request_key(record: dict[str, Any]) -> bytes:
-    """Equal for equal (method, path, the headers that change what it asks, request bytes): what the
-    identical-request rule matches on. The asked headers (``anthropic-beta``, ...) are read as the
-    workload identity reads them (``asked_headers``); a request without them keys as before. A body
-    not kept (``request_body_unknown``) is equal to no other request's: its exchange's own key."""
+    """Equal for equal (method, path, query, the headers that change what it asks, request bytes): what
+    the identical-request rule matches on. The query and the asked headers (``anthropic-beta``, ...)
+    are read as the workload identity reads them (``asked_query``: a redacted credential parameter
+    left out; ``asked_headers``); a request without them keys as before. A body not kept
+    (``request_body_unknown``) is equal to no other request's: its exchange's own key."""
     if request_body_unknown(record):
         own = repr(("unknown body", record.get("id"), record.get("seq"), record.get("wall"), record.get("start_ns")))
         return _digest(own.encode("utf-8", "surrogatepass"))
     body = record["request_body"]
     asked = asked_headers(record.get("request_headers"))
-    fields = (record["method"], record["path"], body is None, *([tuple(asked)] if asked else []))
+    query = asked_query(record.get("query"))
+    fields = (record["method"], record["path"], body is None, *([tuple(asked)] if asked else []), *([query] if query else []))
     head = repr(fields).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(head + b"\0" + (body or b""), digest_size=16).digest()
 

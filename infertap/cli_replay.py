@@ -413,6 +413,8 @@ def _note(info: dict[str, Any]) -> None:
         click.echo(f"note: {_not_kept(info['not_kept'])}{each}", err=True)
     if info.get("source_refused"):
         click.echo(f"note: {_source_refused(info['source_refused'])}{each}", err=True)
+    if info.get("unpinned"):
+        click.echo(f"note: {_unpinned(info['unpinned'])}{each}", err=True)
     if info["as_recorded"]:
         click.echo(
             f"note: {info['as_recorded']} request bodies are not JSON objects (multipart uploads): "
@@ -510,6 +512,13 @@ def _source_failed(failed: dict[str, int]) -> str:
     return (
         f"{sum(failed.values())} of these requests ({statuses}): replayed as recorded, they are likely to fail "
         "again, not for the target; --filter status=200 replays only those that succeeded"
+    )
+
+
+def _unpinned(n: int) -> str:
+    return (
+        f"--pin-defaults pinned nothing of {counted(n, 'exchange')}: each carries an id other exchanges of its capture "
+        "carry, and an enrichment names the id alone, which of them it was written for unknown (the analysis attaches it to none)"
     )
 
 
@@ -635,6 +644,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         *([("failed when recorded", _source_failed(s["source_failed"]) + _per_pass(s))] if s.get("source_failed") else []),
         *([("left out", _not_kept(s["not_kept"]) + _per_pass(s))] if s.get("not_kept") else []),
         *([("not replayed", _source_refused(s["source_refused"]) + _per_pass(s))] if s.get("source_refused") else []),
+        *([("not pinned", _unpinned(s["unpinned"]) + _per_pass(s))] if s.get("unpinned") else []),
         ("endings", ", ".join(f"{k} ×{v}" for k, v in s["ends"].items()) or "-"),
         ("status codes", ", ".join(f"{'no response' if k == 'None' else k} ×{v}" for k, v in s["statuses"].items()) or "-"),
         *(("error", f"{message} ×{n}") for message, n in s.get("errors", {}).items()),

@@ -53,13 +53,14 @@ class _Prepared:
     as_recorded: int = 0  # bodies no JSON object (multipart uploads) that --model-map sends as recorded
     not_kept: int = 0  # exchanges left out: their request body was not kept (request_body_size), never sent empty
     source_refused: int = 0  # exchanges the source's recorder refused: never sent upstream, not replayed
-    repeat: int = 1  # passes over the workload: the three counts above are of one (the source's exchanges)
+    repeat: int = 1  # passes over the workload: the counts above and below are of one (the source's exchanges)
+    unpinned: int = 0  # with --pin-defaults: exchanges of a repeated id, an enrichment of which pins them nothing
 
     def facts(self) -> dict[str, Any]:
         """Where from, against what, and what of the source is left out or sent as recorded (``counted``
         per pass of ``--repeat``, the source's exchanges, each count alike): told ``on_start``, and in the summary."""
         facts = {"source": self.source, "target": self.shown, "target_kind": self.target_kind, "not_kept": self.not_kept}
-        left: dict[str, Any] = {"source_refused": self.source_refused, "as_recorded": self.as_recorded}
+        left: dict[str, Any] = {"source_refused": self.source_refused, "as_recorded": self.as_recorded, "unpinned": self.unpinned}
         # what failed when recorded, replayed as recorded: likely to fail again, whatever the target
         left["source_failed"] = failed_when_recorded([item for item in self.items if item.repeat == 0])
         return {**facts, **left, "repeat": self.repeat, "counted": "per pass"}
@@ -136,6 +137,7 @@ def _prepare(config: ReplayConfig, shown: str) -> _Prepared:
         workload.not_kept,
         workload.source_refused,
         config.repeat,
+        workload.unpinned if transforms.pin_defaults else 0,
     )
 
 
@@ -157,6 +159,11 @@ def _transform(workload: Workload, transforms: Transforms, target_kind: str | No
     having been checked as the workload loaded (``workload.refused``), and each distinct header set
     transformed once."""
     items = workload.items
+    if transforms.pin_defaults and not any(item.settings for item in items) and workload.unpinned:
+        raise ReplayError(
+            f"--pin-defaults has no settings to pin: the enrichments of this capture name only ids that several of its "
+            f"exchanges carry ({counted(workload.unpinned, 'exchange')}), which of them each was written for unknown"
+        )
     if transforms.pin_defaults and not any(item.settings for item in items):
         raise ReplayError(
             "--pin-defaults needs the source's effective settings, and this capture has no enrichment records: "
@@ -207,6 +214,7 @@ def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
             # those a request carried: a header none sent is dropped from nothing, no change to the workload
             "dropped_headers": transforms.dropped(item.headers for item in prepared.items),
             "pin_defaults": transforms.pin_defaults,
+            "unpinned": prepared.unpinned,  # exchanges of a repeated id: its enrichment pinned them nothing
             "api_key": bool(transforms.api_key),  # whether one was given, never its value
             "as_recorded": prepared.as_recorded,  # bodies no JSON object: --model-map can't apply, sent as recorded
         },

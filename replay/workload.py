@@ -262,6 +262,7 @@ class Workload:
     as_recorded: int = 0  # bodies that are no JSON object (multipart uploads), which a --model-map leaves as recorded
     not_kept: int = 0  # exchanges the filters chose but left out: their request body was not kept, never sent empty
     source_refused: int = 0  # exchanges chosen (filters, limit, sessions) the source's recorder refused: not replayed
+    unpinned: int = 0  # exchanges chosen whose id others of their capture carry: an enrichment of it gives them no settings
 
 
 def load_workload(
@@ -334,6 +335,7 @@ def _load(
     _count_in_flight(items)
     refused = next(((item, scan.refusals[id(item)]) for item in items if id(item) in scan.refusals), None)
     as_recorded = sum(1 for item in items if id(item) in scan.as_recorded)  # per pass, as not_kept and source_refused
+    unpinned = sum(1 for item in items if id(item) in scan.unpinned)  # per pass too
     if session_tag is not None:
         _tagged(items, session_tag)
     if repeat > 1:
@@ -343,7 +345,7 @@ def _load(
     source["torn"] = [str(t) for r in readers for t in r.torn]
     if len(readers) > 1:  # one workload of several captures: each named, the first also as the source's path
         source["captures"] = [{"path": str(r.path), "capture_id": c} for r, c in zip(readers, scan.ids, strict=True)]
-    return Workload(items, source, scan.tally.identity(), refused, as_recorded, scan.not_kept, source_refused)
+    return Workload(items, source, scan.tally.identity(), refused, as_recorded, scan.not_kept, source_refused, unpinned)
 
 
 _INPUTS = ("messages", "prompt", "input")  # what a request for tokens carries (infertap.apis.read)
@@ -398,8 +400,13 @@ class _Scan:
         self.items: list[Item] = []  # offset_ns: the absolute start until select()
         self.seqs: list[int] = []
         self.links: list[Links] = []
-        self.settings: dict[str, dict[str, Any]] = {}  # by exchange id: its enrichments' (settings_rank)
-        self._settings_rank: dict[str, tuple[bool, float]] = {}
+        # By (capture, exchange id): its enrichments' (settings_rank); of each capture, its own.
+        self.settings: dict[tuple[int, str], dict[str, Any]] = {}
+        self._settings_rank: dict[tuple[int, str], tuple[bool, float]] = {}
+        self._ids: set[str] = set()  # this capture's exchange ids so far
+        self.repeated: set[tuple[int, str]] = set()  # (capture, id) more than one of its exchanges carries
+        self.unpinned: set[int] = set()  # id(item) of those, an enrichment of which names their id: pinned nothing
+        self.where: list[int] = []  # each item's capture
         self.refusals: dict[int, str] = {}  # id(item) -> why the transforms can't apply to its body
         self.as_recorded: set[int] = set()  # id(item) of bodies no JSON object, that a --model-map passes
         self.unknown: set[int] = set()  # id(item) of requests sent with a body not kept (request_body_unknown)
@@ -417,6 +424,7 @@ class _Scan:
         self.store, self.replies = store, replies
         self.capture += 1
         self.ids.append(None)
+        self._ids = set()
         self._anchor = None
 
     def add(self, r: dict[str, Any], ref: BlockRef, payload: bytes, start: int) -> None:
@@ -430,9 +438,10 @@ class _Scan:
             self._anchor = round(r["wall"] * 1e9)  # the run's start; exact monotonic offsets within it
             self.tally.add(r)
         elif rtype == "enrichment":  # a later one whose probe failed leaves the engine's defaults read before
+            key = (self.capture, r["exchange_id"])
             rank = settings_rank(r)
-            if rank >= self._settings_rank.get(r["exchange_id"], rank):
-                self.settings[r["exchange_id"]], self._settings_rank[r["exchange_id"]] = r["settings"], rank
+            if rank >= self._settings_rank.get(key, rank):
+                self.settings[key], self._settings_rank[key] = r["settings"], rank
 
     def _joinable(self, header: dict[str, Any]) -> None:
         """Refuses a capture that is no part of one workload with the others: a replay's (its sessions
@@ -471,6 +480,9 @@ class _Scan:
 
     def _exchange(self, r: dict[str, Any], ref: BlockRef, payload: bytes, start: int) -> None:
         self.exchanges += 1
+        if r["id"] in self._ids:  # the analysis names it apart (<id>~2) and attaches an enrichment of the id to none
+            self.repeated.add((self.capture, r["id"]))
+        self._ids.add(r["id"])
         anchor = self._anchor if self._anchor is not None else self._own_anchor(r)
         answer, digest = self.replies.of(r.get("id"))  # asked for every exchange, in record order, as the worker sends them
         r["session"] = recorded_session(r)  # blank, or read from its headers (older recorders)
@@ -552,6 +564,7 @@ class _Scan:
             self.as_recorded.add(id(item))
         self.items.append(item)
         self.seqs.append(r["seq"] | self.capture << 48)  # ties in the order the captures were given
+        self.where.append(self.capture)
         self.links.append(links)
 
     def _refusal(self, raw: Any, body: dict[str, Any] | None, is_object: bool, path: str | None) -> str | None:
@@ -573,6 +586,17 @@ class _Scan:
         key = tuple(map(tuple, headers))
         return self._headers.setdefault(key, headers)
 
+    def _settings_of(self, item: Item, capture: int) -> dict[str, Any] | None:
+        """The source's effective settings of ``item``, as the analysis attaches its enrichments: of an
+        id several of its capture's exchanges carry, an enrichment names none of them for sure (it
+        names the id alone), so none is taken and the item is counted (``unpinned``)."""
+        key = (capture, item.source_id)
+        settings = self.settings.get(key)
+        if settings is not None and key in self.repeated:
+            self.unpinned.add(id(item))
+            return None
+        return settings
+
     def select(self, filters: Filters | None, limit: int | None) -> tuple[list[Item], list[Links]]:
         """The exchanges to replay (the first ``limit`` that pass ``filters``), in original order
         (numbered, offsets from the first exchange's start), with their links."""
@@ -593,10 +617,10 @@ class _Scan:
                 continue
             sendable += not item.recorder_refused
             item.index = len(chosen)
-            item.settings = self.settings.get(item.source_id)
+            item.settings = self._settings_of(item, self.where[i])
             chosen.append(item)
             links.append(self.links[i])
-        self.items, self.seqs, self.links = [], [], []
+        self.items, self.seqs, self.links, self.where = [], [], [], []
         return chosen, links
 
 

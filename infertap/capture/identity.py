@@ -79,6 +79,12 @@ def asked_headers(headers: Iterable[Iterable[str]] | None) -> list[tuple[str, st
     return [(name, ",".join(sorted(values))) for name, values in sorted(found.items()) if values]
 
 
+def asked_query(query: str | None) -> str:
+    """The part of a request's query that is part of what it asks: all of it but the parameters the
+    capture redacted (``without_redacted``: a credential of where it was sent); "" for none."""
+    return without_redacted(query) if query else ""
+
+
 def request_digest(method: str, path: str, query: str | None, body: bytes, headers: Sequence[tuple[str, str]] = ()) -> bytes:
     """One request's digest: method, path (with its query), the headers that change what it asks
     (``asked_headers``: after a tab, as JSON, on the first line; none sent, the line as before,
@@ -86,7 +92,7 @@ def request_digest(method: str, path: str, query: str | None, body: bytes, heade
     query parameter the capture redacted (``key=[REDACTED]``) is a credential of the place it was
     sent to, no part of the workload: left out, so a replay that sends the target's own key, or
     none, asks the same."""
-    query = without_redacted(query) if query else query
+    query = asked_query(query)
     target = path + ("?" + query if query else "")
     asked = "\t" + json.dumps([list(h) for h in headers], separators=(",", ":")) if headers else ""
     h = hashlib.sha256(f"{method} {target}{asked}\n".encode())
