@@ -43,6 +43,7 @@ from .divergence import (
     text_diff,
     tool_call_diff,
 )
+from .embedding_divergence import EmbeddingPairs
 from .extract import Grader
 from .pairing import PairTable
 from .summaries import Summary, load_enrichment, load_summary
@@ -176,6 +177,7 @@ def divergence(
     histogram: Counter[int] = Counter()
     units: Counter[str] = Counter()  # what the placed positions count: tokens of one kind or characters
     worst = _Worst(top)
+    embedded = EmbeddingPairs(top)
     results = f"{pairs.name}_results"
     con.execute(f"CREATE OR REPLACE TABLE {results} (ord BIGINT, exact BOOLEAN, position BIGINT, failed BOOLEAN)")
     writer = con.cursor()
@@ -196,10 +198,18 @@ def divergence(
                 d = prompt_diff(ea, eb, distrusted)
                 if d is not None:
                     prompts[d.get("why", "equal") if d.get("equal") is not True else "equal"] += 1
+            if sa.embeddings is not None and sb.embeddings is not None:
+                # Two embeddings answers: their vectors, not their text, are compared (embedding_divergence).
+                embedded.add(ord_, sa, sb)
+                ords.append(ord_)
+                exacts.append(None)
+                ats.append(None)
+                fails.append(False)
+                continue
             unknown = sa.api == sb.api == UNKNOWN.name
             unread = {sa.parse_error, sb.parse_error}
             if unknown or NOT_IN_FILE in unread or TOO_LARGE in unread or NOT_KEPT in unread:
-                # A request no API's adapter reads (a model list, /tokenize, embeddings), an answer
+                # A request no API's adapter reads (a model list, /tokenize, a rerank), an answer
                 # imported from a file that doesn't hold it, one that decodes past what analysis
                 # reads, or one the recorder kept only the head of: nothing to compare; counted, and
                 # listed by path, but neither a match nor a divergence.
@@ -305,6 +315,8 @@ def divergence(
     if kl_sum.n:
         summary["logprobs"] = {"pairs": kl_sum.n, "kl_mean": kl_sum.mean(), "top1_agreement": top1_sum.mean()}
     summary["most_divergent"] = _most_divergent(worst.items())
+    if (embeddings := embedded.result()) is not None:
+        summary["embeddings"] = embeddings  # the pairs of embeddings answers, apart from the text pairs above
     if metrics is not None:
         failed["not_generation"] = _not_generation(con, results, pairs.name, *metrics)
     if exact is not None:

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from infertap.apis import NOT_IN_FILE, NOT_KEPT, TOO_LARGE, Output, decoded_chunks, read_request, read_response, stream_done
 from infertap.apis.chat_stream import read_plainest_chat_stream
+from infertap.apis.embeddings import Vectors, is_embeddings, read_embeddings
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import delivered, request_body_unknown
 
@@ -110,7 +111,8 @@ BATCH_ROWS = 5_000
 #: 61: each other choice's logprob positions (n > 1: compare's KL takes every choice).
 #: 62: every enrichment with its wall, engine kind and counts, its prompt and output apart: compare takes
 #: each field from the enrichment that ``enrichment_latest`` takes it from, not the newest one whole.
-SUMMARY_VERSION = 62
+#: 63: an embeddings answer's vectors (float32), or why they were not read: compare's cosine.
+SUMMARY_VERSION = 63
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -195,6 +197,9 @@ class Summary:
     # Each other choice's logprob positions (n > 1), by its index, where it carried any: compare's KL
     # takes each choice against the other side's choice of that index.
     choice_logprobs: dict[int, list[Position]] = field(default_factory=dict)
+    # An embeddings answer's vectors (apis.embeddings.Vectors: why not read, float32 bytes of each
+    # input's); None for another route, or an answer whose body is unknown (not in the file, not kept).
+    embeddings: Vectors | None = None
 
 
 def _without_request_id(message: str | None) -> str | None:
@@ -246,6 +251,9 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         others=out.others,
         error_body=_digest(b"".join(decoded_chunks(record) or record.get("chunks") or [])) if error_unread(record, out) else None,
         choice_logprobs={} if plain is not None else _choice_logprobs(out),
+        embeddings=read_embeddings(record)
+        if is_embeddings(record["path"]) and out.error not in (NOT_IN_FILE, NOT_KEPT, TOO_LARGE)
+        else None,
     )
 
 
