@@ -19,9 +19,10 @@ import numpy as np
 from .summaries import Summary
 
 #: A pair is counted "below" where a vector's cosine similarity with the other side's is under this.
-#: The same weights run by other kernels or batch sizes (float rounding alone) stay far above it
-#: (1 - cosine around 1e-6); a coarser quantization or another pooling falls under it, where the
-#: nearest neighbours of a query, which is what embeddings are for, start to change order.
+#: Float rounding stays far above it and another pooling far below (llama-server on SmolLM2: the
+#: same inputs batched or one at a time 1 - cosine about 2e-15, mean against last-token pooling 0.2
+#: to 0.5); it leaves room for half-precision kernels' rounding, and under it the nearest neighbours
+#: of a query, which is what embeddings are for, can change order.
 COSINE_FLOOR = 0.999
 #: Two vectors of one direction (cosine at least ``COSINE_FLOOR``) "differ in length" where their L2
 #: norms differ by more than this share: one engine normalizes its vectors and the other doesn't
