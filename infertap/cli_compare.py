@@ -367,6 +367,8 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
             _say(console, ids, "yellow")
     for text, warn in path_notes(d) + embedding_notes(d):
         _say(console, text, "yellow" if warn else None)
+    if base and (noise := embedding_notes(base)):  # A's vectors against A's again: how much rounding alone moves them
+        _say(console, "baseline: " + noise[0][0])
     if d["first_divergence_histogram"]:
         from infertap.analysis.paired_divergence import bucket_label, position_unit
 

@@ -179,3 +179,15 @@ def test_the_report_says_what_compare_prints(tmp_path):
     lines = embedding_notes(compare(a, b)["divergence"])
     page = render(a, b)
     assert lines and all(html.escape(text) in page for text, _ in lines)
+
+
+def test_the_baseline_s_embeddings_are_said_beside_b_s(tmp_path):
+    """A against A again is the noise floor: its identical vectors are said under B's that differ."""
+    a = _capture(tmp_path / "a", [_openai([V1])])
+    again = _capture(tmp_path / "again", [_openai([V1], base64_=True)])
+    b = _capture(tmp_path / "b", [_openai([V2])])
+    out = CliRunner().invoke(cli, ["compare", str(a), str(b), "--baseline", str(again)])
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    assert "embeddings: 1 pairs of embeddings answers, 1 compared: 0 identical, 1 differ" in text
+    assert "baseline: embeddings: 1 pairs of embeddings answers, 1 compared: 1 identical, 0 differ" in text
