@@ -6,15 +6,23 @@ CLS, last token) or normalizes otherwise changes its vectors, and only the vecto
 dimension, then equal (at float32, the precision the answers carry) or not, their cosine similarity
 and their lengths. Pairs stream through ``add`` one at a time: only counts, exact sums and the few
 least similar pairs are kept, never a run's vectors.
+
+The vectors are not in the summaries DuckDB pairs (a few thousand answers of 4,096 floats took it
+past its buffer): each side's are in its own Parquet file by exchange ``ord`` (summaries.VECTORS_SCHEMA),
+read here a row group at a time, the last one read kept: pairs come in A's order, so A's file is
+read once through, and B's as often as its order departs from A's.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from .summaries import Summary
 
@@ -50,7 +58,8 @@ KEYS = (
 class EmbeddingPairs:
     """The embeddings pairs of a comparison, added one at a time; ``result`` is compare's ``embeddings``."""
 
-    def __init__(self, top: int) -> None:
+    def __init__(self, top: int, files: tuple[Path | None, Path | None] = (None, None)) -> None:
+        self.files = tuple(VectorFile(f) if f is not None else None for f in files)
         self.counts: Counter[str] = Counter()
         self.cosine_sum = 0.0  # in float64 over vectors: a mean of numbers near 1, no cancellation to fear
         self.cosine_min: float | None = None
@@ -75,12 +84,21 @@ class EmbeddingPairs:
         if why_a is not None or why_b is not None:
             return None
         self.counts["compared"] += 1
-        item = self._compare(va, vb)
+        item = self._compare(self._vectors(0, va), self._vectors(1, vb))
         identical = bool(item.pop("identical"))
         self.counts["identical" if identical else "differ"] += 1
         if not identical:
             self._offer(ord_, {"a_id": sa.id, "b_id": sb.id, "path": sa.path, **item})
         return identical
+
+    def _vectors(self, side: int, at: int) -> list[bytes]:
+        """The vectors filed at ``at`` in the side's file (none where it filed none: -1)."""
+        file = self.files[side]
+        if at < 0:
+            return []
+        if file is None:
+            raise AssertionError("an embeddings answer filed, and no vectors file given")
+        return file.get(at)
 
     def _compare(self, va: list[bytes], vb: list[bytes]) -> dict[str, Any]:
         """One pair's inputs, vector by vector: what it adds to the counts, and what its listing says."""
@@ -161,3 +179,29 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
 def _failed(s: Summary) -> bool:
     """No answer on the side: an error status, no response, or one cut short."""
     return not (isinstance(s.status, int) and 200 <= s.status < 300) or s.end not in (None, "complete")
+
+
+class VectorFile:
+    """A side's vectors file, read by exchange ``ord`` one row group at a time (ords ascend in it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = pq.ParquetFile(path)
+        meta = self.file.metadata
+        self.firsts = [self._first(meta.row_group(i)) for i in range(meta.num_row_groups)]
+        self.group = -1
+        self.rows: dict[int, list[bytes]] = {}
+
+    @staticmethod
+    def _first(group: Any) -> int:
+        stats = group.column(0).statistics
+        if stats is None or not stats.has_min_max:
+            raise AssertionError("a vectors file written without ord statistics")
+        return int(stats.min)
+
+    def get(self, ord_: int) -> list[bytes]:
+        group = bisect.bisect_right(self.firsts, ord_) - 1
+        if group != self.group:
+            table = self.file.read_row_group(group)
+            self.rows = dict(zip(table.column("ord").to_pylist(), table.column("vectors").to_pylist(), strict=True))
+            self.group = group
+        return self.rows[ord_]

@@ -160,6 +160,7 @@ def divergence(
     distrusted: tuple[bool, bool] = (False, False),
     batch: int = BATCH_PAIRS,
     metrics: tuple[str, str] | None = None,
+    vectors: tuple[Path | None, Path | None] = (None, None),
 ) -> dict[str, Any]:
     """How the paired outputs differ, exchange by exchange and in total, over pairs read ``batch`` at a
     time in A's order. ``a``, ``b``: the runs' names in ``con`` (tables ``<name>_x`` of summarized
@@ -170,14 +171,15 @@ def divergence(
     comparison is counted in ``prompts`` when given (``distrusted``: whether each side's rebuilt
     prompts disagreed with its engine's own counts, configdiff.prompt_diff); ``metrics``: each side's
     metrics table (compare's ``<name>_m``), where known: then ``failed`` says how many of its pairs are
-    of no generation request on a side, which outcomes and speed leave out (compare_outcomes)."""
+    of no generation request on a side, which outcomes and speed leave out (compare_outcomes);
+    ``vectors``: each side's embeddings vectors file (summaries.Side.vectors_file), where it has one."""
     counts: Counter[str] = Counter()
     readability: dict[str, Counter[str]] = {}
     similarity_sum, kl_sum, top1_sum = _ExactSum(), _ExactSum(), _ExactSum()
     histogram: Counter[int] = Counter()
     units: Counter[str] = Counter()  # what the placed positions count: tokens of one kind or characters
     worst = _Worst(top)
-    embedded = EmbeddingPairs(top)
+    embedded = EmbeddingPairs(top, vectors)
     results = f"{pairs.name}_results"
     con.execute(f"CREATE OR REPLACE TABLE {results} (ord BIGINT, exact BOOLEAN, position BIGINT, failed BOOLEAN)")
     writer = con.cursor()

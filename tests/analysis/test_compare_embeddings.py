@@ -191,3 +191,20 @@ def test_the_baseline_s_embeddings_are_said_beside_b_s(tmp_path):
     text = " ".join(out.output.split())
     assert "embeddings: 1 pairs of embeddings answers, 1 compared: 0 identical, 1 differ" in text
     assert "baseline: embeddings: 1 pairs of embeddings answers, 1 compared: 1 identical, 0 differ" in text
+
+
+def test_vectors_are_found_by_pair_whatever_order_b_holds_them_in(tmp_path, monkeypatch):
+    """Each side's vectors are read from its own file a row group at a time: with a row group per
+    answer and B's answers in the reverse order, every pair still meets its own vectors."""
+    from infertap.analysis import summaries
+
+    monkeypatch.setattr(summaries, "BATCH_BYTES", 1)  # one row per row group
+    answers = [_openai([V1, [x * (i + 1) for x in V2]]) for i in range(6)]
+    xs = [{"path": "/v1/embeddings", "body": {"model": "m", "input": f"t{i}"}, "chunks": [a]} for i, a in enumerate(answers)]
+    write_capture(tmp_path / "a", xs)
+    write_capture(tmp_path / "b", xs[::-1])
+    e = compare(tmp_path / "a", tmp_path / "b")["divergence"]["embeddings"]
+    assert e["compared"] == e["identical"] == 6 and e["vectors"] == 12
+    write_capture(tmp_path / "c", [{**x, "chunks": [_openai([V1, V1])]} if i == 4 else x for i, x in enumerate(xs)][::-1])
+    e = compare(tmp_path / "a", tmp_path / "c")["divergence"]["embeddings"]
+    assert e["identical"] == 5 and [p["a_id"] for p in e["least_similar"]] == ["src-4"]
