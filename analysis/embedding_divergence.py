@@ -152,7 +152,11 @@ class EmbeddingPairs:
             heapq.heapreplace(self.worst, key)
 
     def result(self) -> dict[str, Any] | None:
-        """compare's ``embeddings`` (docs/analysis.md), None where no pair was of embeddings."""
+        """compare's ``embeddings`` (docs/analysis.md), None where no pair was of embeddings; the
+        vectors files closed (compare's workspace, which may hold them, goes next)."""
+        for file in self.files:
+            if file is not None:
+                file.file.close()
         if not self.counts["pairs"]:
             return None
         n = self.counts["vectors"]

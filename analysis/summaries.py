@@ -4,7 +4,8 @@
 capture's records reads each response once (``read_response``) and keeps, per exchange, its pairing
 keys (id, replay link, a digest of the exact request bytes) and a small summary of its output
 (text, reasoning, tool calls, token ids, logprob positions, finish reason, stop sequence, other
-choices, status and ending).
+choices, status and ending); an embeddings answer's vectors go to a file of their own
+(``VECTORS_SCHEMA``), which compare reads by pair, outside DuckDB.
 Rows go to Parquet in batches, so that DuckDB can pair the two sides and hand pairs back in
 bounded batches (compare.py).
 

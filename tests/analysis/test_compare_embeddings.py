@@ -194,11 +194,12 @@ def test_the_baseline_s_embeddings_are_said_beside_b_s(tmp_path):
 
 
 def test_vectors_are_found_by_pair_whatever_order_b_holds_them_in(tmp_path, monkeypatch):
-    """Each side's vectors are read from its own file a row group at a time: with a row group per
-    answer and B's answers in the reverse order, every pair still meets its own vectors."""
+    """Each side's vectors are read from its own file a row group at a time: with a row group of
+    two answers and B's answers in the reverse order, every pair still meets its own vectors."""
     from infertap.analysis import summaries
 
-    monkeypatch.setattr(summaries, "BATCH_BYTES", 1)  # one row per row group
+    per_answer = 2 * 4 * len(V1)  # bytes of an answer's two vectors
+    monkeypatch.setattr(summaries, "BATCH_BYTES", per_answer + 1)  # two answers per row group
     answers = [_openai([V1, [x * (i + 1) for x in V2]]) for i in range(6)]
     xs = [{"path": "/v1/embeddings", "body": {"model": "m", "input": f"t{i}"}, "chunks": [a]} for i, a in enumerate(answers)]
     write_capture(tmp_path / "a", xs)
