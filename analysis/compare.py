@@ -148,6 +148,7 @@ class Run:
         # are over, as the energy's telemetry is (the claim card's rule too).
         self.carried = counted_runs(side.carried, counted)
         self.repeated = side.repeated
+        self.vectors_file = side.vectors_file  # its embeddings answers' vectors, read by pair in divergence
         con.execute(
             f"CREATE OR REPLACE VIEW {name}_x AS SELECT * FROM read_parquet({_lit(side.exchanges_file)}, hive_partitioning = false)"
         )
@@ -500,6 +501,7 @@ def _compare(
             distrusted=(a.prompts_distrusted, b.prompts_distrusted),
             batch=batch,
             metrics=(f"{a.name}_m", f"{b.name}_m"),
+            vectors=(a.vectors_file, b.vectors_file),
         )
         result["config"] = {
             # An import's engine machine is unknown, whatever host an enrich's snapshot (of this machine) names.
@@ -541,7 +543,16 @@ def _compare(
                 "path": str(baseline),
                 "pairing": base_pairs.explain(),
                 "divergence": divergence(
-                    ws.con, ws.folder / "pairs_base", a.name, base.name, base_pairs, extract_fn, 0, references, batch=batch
+                    ws.con,
+                    ws.folder / "pairs_base",
+                    a.name,
+                    base.name,
+                    base_pairs,
+                    extract_fn,
+                    0,
+                    references,
+                    batch=batch,
+                    vectors=(a.vectors_file, base.vectors_file),
                 ),
             }
     noise = (result.get("baseline") or {}).get("divergence")

@@ -1,6 +1,6 @@
 """What the divergence table can't show: the pairs a side failed, then per path the pairs not
-compared and why, errors with no body an API reads, unreadable bodies. One wording for ``compare``
-(printed) and ``report`` (HTML)."""
+compared and why, errors with no body an API reads, unreadable bodies; and the embeddings answers,
+compared by their vectors. One wording for ``compare`` (printed) and ``report`` (HTML)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def path_notes(d: dict[str, Any]) -> list[tuple[str, bool]]:
     for path, read in d.get("readable", {}).items():
         if read.get("not_compared"):
             notes.append(
-                (f"{path}: {read['not_compared']} pairs not compared (no API's answer: a model list, tokens, embeddings)", False)
+                (f"{path}: {read['not_compared']} pairs not compared (no API's answer: a model list, tokens, a rerank)", False)
             )
         if read.get("not_in_file"):
             notes.append(
@@ -119,3 +119,59 @@ def failed_ids_note(d: dict[str, Any]) -> str | None:
         return f"failed pairs: {total}, none listed (compare --json lists the first --top of them)"
     tail = f"; {more} more (compare --json lists the first --top of them)" if more else ""
     return "failed pairs: " + "; ".join(named) + tail
+
+
+#: How many of the least similar embeddings pairs the terminal and the report name; ``--json`` lists ``--top``.
+EMBEDDINGS_NAMED = 3
+
+
+def embedding_notes(d: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The embeddings pairs (compare's ``embeddings``, embedding_divergence), as (text, whether it
+    warns): how many were compared, identical, below the cosine floor, of another dimension; the
+    cosine over their vectors; why an answer was not read; the least similar pairs by id."""
+    e = d.get("embeddings")
+    if not e:
+        return []
+    left = [f"{e['failed']} a side failed"] if e["failed"] else []
+    if e["not_read_a"] or e["not_read_b"]:
+        left.append(f"answers not read: A {e['not_read_a']}, B {e['not_read_b']}")
+    floor = f"{e['cosine_floor']:g}"
+    differ = [f"{e['below_floor']} below cosine {floor}"]
+    if e["dimensions_differ"]:
+        dims = ", ".join(f"A {a} vs B {b} ×{n}" for a, b, n in e["dimensions"])
+        differ.append(f"{e['dimensions_differ']} of another dimension ({dims})")
+    if e["count_differs"]:
+        differ.append(f"{e['count_differs']} with another number of vectors")
+    if e["not_finite"]:
+        differ.append(f"{e['not_finite']} with a value not finite (NaN or infinite)")
+    if e["length_differs"]:
+        differ.append(f"{e['length_differs']} of another length (one side normalized, the other not?)")
+    cosine = (
+        f"cosine similarity over {e['vectors']} vectors: mean {e['cosine_mean']:.6f}, min {e['cosine_min']:.6f}"
+        if e["vectors"]
+        else "no vectors compared"
+    )
+    notes = [
+        (
+            f"embeddings: {e['pairs']} pairs of embeddings answers, {e['compared']} compared"
+            + (f" ({'; '.join(left)})" if left else "")
+            + f": {e['identical']} identical, {e['differ']} differ ({', '.join(differ)}); {cosine}",
+            bool(e["differ"]),
+        )
+    ]
+    for side in ("a", "b"):
+        if why := e["why_not_read"].get(side):
+            notes.append((f"embeddings: {side.upper()}'s answers not read: {why} (the first; in no figure above)", True))
+    named = [
+        f"A {p['a_id'][:8]} / B {p['b_id'][:8]} ("
+        + ("cosine -" if p["cosine_min"] is None else f"cosine {p['cosine_min']:.6f}")
+        + (f", dimensions {p['dimensions'][0]} vs {p['dimensions'][1]}" if "dimensions" in p else "")
+        + (f", vectors {p['vectors'][0]} vs {p['vectors'][1]}" if p["vectors"][0] != p["vectors"][1] else "")
+        + ")"
+        for p in e["least_similar"][:EMBEDDINGS_NAMED]
+    ]
+    if named:
+        more = e["differ"] - len(named)
+        tail = f"; {more} more (compare --json lists the first --top of them)" if more > 0 else ""
+        notes.append(("embeddings that differ most: " + "; ".join(named) + tail, True))
+    return notes

@@ -43,6 +43,7 @@ from .divergence import (
     text_diff,
     tool_call_diff,
 )
+from .embedding_divergence import EmbeddingPairs
 from .extract import Grader
 from .pairing import PairTable
 from .summaries import Summary, load_enrichment, load_summary
@@ -159,6 +160,7 @@ def divergence(
     distrusted: tuple[bool, bool] = (False, False),
     batch: int = BATCH_PAIRS,
     metrics: tuple[str, str] | None = None,
+    vectors: tuple[Path | None, Path | None] = (None, None),
 ) -> dict[str, Any]:
     """How the paired outputs differ, exchange by exchange and in total, over pairs read ``batch`` at a
     time in A's order. ``a``, ``b``: the runs' names in ``con`` (tables ``<name>_x`` of summarized
@@ -169,13 +171,15 @@ def divergence(
     comparison is counted in ``prompts`` when given (``distrusted``: whether each side's rebuilt
     prompts disagreed with its engine's own counts, configdiff.prompt_diff); ``metrics``: each side's
     metrics table (compare's ``<name>_m``), where known: then ``failed`` says how many of its pairs are
-    of no generation request on a side, which outcomes and speed leave out (compare_outcomes)."""
+    of no generation request on a side, which outcomes and speed leave out (compare_outcomes);
+    ``vectors``: each side's embeddings vectors file (summaries.Side.vectors_file), where it has one."""
     counts: Counter[str] = Counter()
     readability: dict[str, Counter[str]] = {}
     similarity_sum, kl_sum, top1_sum = _ExactSum(), _ExactSum(), _ExactSum()
     histogram: Counter[int] = Counter()
     units: Counter[str] = Counter()  # what the placed positions count: tokens of one kind or characters
     worst = _Worst(top)
+    embedded = EmbeddingPairs(top, vectors)
     results = f"{pairs.name}_results"
     con.execute(f"CREATE OR REPLACE TABLE {results} (ord BIGINT, exact BOOLEAN, position BIGINT, failed BOOLEAN)")
     writer = con.cursor()
@@ -196,10 +200,18 @@ def divergence(
                 d = prompt_diff(ea, eb, distrusted)
                 if d is not None:
                     prompts[d.get("why", "equal") if d.get("equal") is not True else "equal"] += 1
+            if sa.embeddings is not None and sb.embeddings is not None:
+                # Two embeddings answers: their vectors, not their text, are compared (embedding_divergence).
+                embedded.add(ord_, sa, sb)
+                ords.append(ord_)
+                exacts.append(None)
+                ats.append(None)
+                fails.append(False)
+                continue
             unknown = sa.api == sb.api == UNKNOWN.name
             unread = {sa.parse_error, sb.parse_error}
             if unknown or NOT_IN_FILE in unread or TOO_LARGE in unread or NOT_KEPT in unread:
-                # A request no API's adapter reads (a model list, /tokenize, embeddings), an answer
+                # A request no API's adapter reads (a model list, /tokenize, a rerank), an answer
                 # imported from a file that doesn't hold it, one that decodes past what analysis
                 # reads, or one the recorder kept only the head of: nothing to compare; counted, and
                 # listed by path, but neither a match nor a divergence.
@@ -305,6 +317,8 @@ def divergence(
     if kl_sum.n:
         summary["logprobs"] = {"pairs": kl_sum.n, "kl_mean": kl_sum.mean(), "top1_agreement": top1_sum.mean()}
     summary["most_divergent"] = _most_divergent(worst.items())
+    if (embeddings := embedded.result()) is not None:
+        summary["embeddings"] = embeddings  # the pairs of embeddings answers, apart from the text pairs above
     if metrics is not None:
         failed["not_generation"] = _not_generation(con, results, pairs.name, *metrics)
     if exact is not None:

@@ -4,7 +4,8 @@
 capture's records reads each response once (``read_response``) and keeps, per exchange, its pairing
 keys (id, replay link, a digest of the exact request bytes) and a small summary of its output
 (text, reasoning, tool calls, token ids, logprob positions, finish reason, stop sequence, other
-choices, status and ending).
+choices, status and ending); an embeddings answer's vectors go to a file of their own
+(``VECTORS_SCHEMA``), which compare reads by pair, outside DuckDB.
 Rows go to Parquet in batches, so that DuckDB can pair the two sides and hand pairs back in
 bounded batches (compare.py).
 
@@ -32,7 +33,12 @@ import pyarrow.parquet as pq
 
 from infertap.apis import NOT_IN_FILE, NOT_KEPT, TOO_LARGE, Output, decoded_chunks, read_request, read_response, stream_done
 from infertap.apis.chat_stream import read_plainest_chat_stream
+<<<<<<< HEAD
 from infertap.capture.identity import asked_headers, asked_query
+=======
+from infertap.apis.embeddings import is_embeddings, read_embeddings
+from infertap.apis.read import not_in_file, response_not_kept
+>>>>>>> emb16-fixes
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import delivered, request_body_unknown
 
@@ -43,6 +49,9 @@ from .divergence import Position, logprob_positions
 
 #: Rows per Parquet row group and per batch held before writing.
 BATCH_ROWS = 5_000
+#: Bytes of blobs a batch holds at most before it is written, whatever its rows: DuckDB reads a row
+#: group's column whole, and 5,000 embeddings answers of a few vectors of 4,096 floats are gigabytes.
+BATCH_BYTES = 8 << 20
 #: Changes whenever what a summary holds changes: summaries cached by another version are not read.
 #: 2: repeated ids named apart, and said; 3: values of another type read as none (tool-call indexes,
 #: logprobs); 4: each logprob position with the token chosen; 5: whether a stream carried its end
@@ -111,6 +120,7 @@ BATCH_ROWS = 5_000
 #: 61: each other choice's logprob positions (n > 1: compare's KL takes every choice).
 #: 62: every enrichment with its wall, engine kind and counts, its prompt and output apart: compare takes
 #: each field from the enrichment that ``enrichment_latest`` takes it from, not the newest one whole.
+<<<<<<< HEAD
 #: 63: an older llama.cpp's ``completion_probabilities`` (``probs`` of ``tok_str``/``prob``; a stream's
 #: last event restating them) are logprob positions.
 #: 64: request_key holds the headers that change what a request asks (identity.ASKED_HEADERS) where sent:
@@ -120,6 +130,10 @@ BATCH_ROWS = 5_000
 #: 66: request_key holds the query (less a redacted credential parameter) where there is one: two
 #: requests of one body to another ?api-version= are no identical request.
 SUMMARY_VERSION = 66
+=======
+#: 63: an embeddings answer's place in the side's vectors file (float32), or why it was not read: compare's cosine.
+SUMMARY_VERSION = 63
+>>>>>>> emb16-fixes
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -137,9 +151,18 @@ EXCHANGE_SCHEMA = pa.schema(
     ]
 )
 
+<<<<<<< HEAD
 #: Every enrichment of the capture attached to an exchange: compare takes each field of an exchange's
 #: from the one ``enrichment_latest`` takes it from (views.py's orders, over ``wall``, ``kind``, the
 #: counts and ``ord``); one naming an id several exchanges carry is left out (``enrichment_unattached``).
+=======
+#: Each embeddings answer's vectors (float32 little-endian, in input order), by its exchange's
+#: ``ord``, ascending: compare reads them a row group at a time (embedding_divergence.VectorFile).
+VECTORS_SCHEMA = pa.schema([("ord", pa.int64()), ("vectors", pa.list_(pa.binary()))])
+
+#: Every enrichment of the capture: compare takes each field of an exchange's from the one
+#: ``enrichment_latest`` takes it from (views.py's orders, over ``wall``, ``kind`` and the counts).
+>>>>>>> emb16-fixes
 ENRICHMENT_SCHEMA = pa.schema(
     [
         ("ord", pa.int64()),  # record order: between enrichments of one wall, the later is taken
@@ -205,15 +228,27 @@ class Summary:
     # Each other choice's logprob positions (n > 1), by its index, where it carried any: compare's KL
     # takes each choice against the other side's choice of that index.
     choice_logprobs: dict[int, list[Position]] = field(default_factory=dict)
+    # An embeddings answer: why its vectors were not read (None: read), and its exchange's ``ord``,
+    # under which its vectors are in the side's vectors file (``Side.vectors_file``; -1 where none
+    # are); None for another route, or an answer whose body is unknown (not in the file, not kept).
+    # Its vectors are kept apart: in the summaries, DuckDB's pairing of them took gigabytes.
+    embeddings: tuple[str | None, int] | None = None
 
 
 def _without_request_id(message: str | None) -> str | None:
     return _REQUEST_ID.sub(r"\1<id>", message) if message else message
 
 
-def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
-    """The exchange ``record`` reduced to its ``Summary``: its answer as its client got it (``delivered``)."""
+def summarize(record: dict[str, Any], *, last_user: bool = False, vectors: list[bytes] | None = None) -> Summary:
+    """The exchange ``record`` reduced to its ``Summary``: its answer as its client got it (``delivered``);
+    an embeddings answer's vectors go to ``vectors`` (``embeddings``' place is -1 until the caller files them)."""
     record = delivered(record)
+    embeddings: tuple[str | None, int] | None = None
+    if is_embeddings(record["path"]) and not (not_in_file(record) or response_not_kept(record)):
+        why, read = read_embeddings(record)
+        embeddings = (why, -1)
+        if vectors is not None:
+            vectors.extend(read)
     plain = read_plainest_chat_stream(record)  # most chat answers: no event dicts, no fold
     out: Output = plain.output if plain is not None else read_response(record)
     return Summary(
@@ -256,6 +291,7 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         others=out.others,
         error_body=_digest(b"".join(decoded_chunks(record) or record.get("chunks") or [])) if error_unread(record, out) else None,
         choice_logprobs={} if plain is not None else _choice_logprobs(out),
+        embeddings=None if embeddings is not None and out.error == TOO_LARGE else embeddings,
     )
 
 
@@ -324,11 +360,13 @@ class _Rows:
     def __init__(self, path: Path, schema: pa.Schema) -> None:
         self.schema = schema
         self.rows: list[tuple[Any, ...]] = []
+        self.bytes = 0
         self.writer = pq.ParquetWriter(path, schema, compression="zstd")
 
     def add(self, row: tuple[Any, ...]) -> None:
         self.rows.append(row)
-        if len(self.rows) >= BATCH_ROWS:
+        self.bytes += sum(len(v) if isinstance(v, bytes) else sum(map(len, v)) for v in row if isinstance(v, (bytes, list)))
+        if len(self.rows) >= BATCH_ROWS or self.bytes >= BATCH_BYTES:
             self.flush()
 
     def flush(self) -> None:
@@ -336,6 +374,7 @@ class _Rows:
             columns = [pa.array(c, type=f.type) for c, f in zip(zip(*self.rows, strict=True), self.schema, strict=True)]
             self.writer.write_table(pa.Table.from_arrays(columns, schema=self.schema))
             self.rows = []
+            self.bytes = 0
 
     def close(self) -> None:
         self.flush()
@@ -361,6 +400,7 @@ class Side:
     # imported (``machines.imported_only``); and the (run id, recorder kind) that took its last snapshot.
     carried: dict[str, str] = field(default_factory=dict)
     snapshot_run: tuple[str, str] | None = None
+    vectors_file: Path | None = None  # its embeddings answers' vectors (VECTORS_SCHEMA)
 
 
 def summarize_capture(path: str | os.PathLike[str], folder: Path, *, last_user: bool = False) -> Side:
@@ -380,6 +420,7 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
     reader = CaptureReader(path)
     exchanges = _Rows(folder / "exchanges.parquet", EXCHANGE_SCHEMA)
     enrichments = _Rows(folder / "enrichments.parquet", ENRICHMENT_SCHEMA)
+    vectors = _Rows(folder / "vectors.parquet", VECTORS_SCHEMA)
     snapshot: dict[str, Any] | None = None
     configurations: dict[Any, dict[str, Any]] = {}
     recorders: set[str] = set()
@@ -394,6 +435,11 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
                 if repeated:
                     name_apart(record, repeated, seen)
                 source = record.get("source_id")
+                read: list[bytes] = []
+                summary = summarize(record, last_user=last_user, vectors=read)
+                if summary.embeddings is not None and read:
+                    summary.embeddings = (summary.embeddings[0], n)
+                    vectors.add((n, read))
                 exchanges.add(
                     (
                         n,
@@ -401,7 +447,7 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
                         source if source else None,
                         repr(record.get("repeat", 0)),
                         request_key(record),
-                        _dump_summary(summarize(record, last_user=last_user)),
+                        _dump_summary(summary),
                     )
                 )
                 n += 1
@@ -438,7 +484,12 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
     finally:
         exchanges.close()
         enrichments.close()
+<<<<<<< HEAD
     said = repeats_warning(path, repeats(repeated, sum(k - 1 for k in seen.values()), unattached)) if repeated else None
+=======
+        vectors.close()
+    said = repeats_warning(path, repeats(repeated, sum(k - 1 for k in seen.values()))) if repeated else None
+>>>>>>> emb16-fixes
     torn = [str(t) for t in reader.torn]
     return Side(
         str(path),
@@ -452,6 +503,7 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
         sorted(recorders),
         carried,
         snapshot_run,
+        folder / "vectors.parquet",
     )
 
 
@@ -502,6 +554,7 @@ def _kept(path: str | os.PathLike[str], folder: Path) -> Side | None:
         if pq.read_metadata(folder / "exchanges.parquet").num_rows != exchanges:
             raise ValueError("row count")
         pq.read_metadata(folder / "enrichments.parquet")
+        pq.read_metadata(folder / "vectors.parquet")
     except (OSError, EOFError, ValueError, TypeError, pickle.UnpicklingError, pa.ArrowException):  # damaged: summarized again
         shutil.rmtree(folder, ignore_errors=True)
         return None
@@ -517,4 +570,5 @@ def _kept(path: str | os.PathLike[str], folder: Path) -> Side | None:
         list(recorders),
         dict(carried),
         tuple(snapshot_run) if snapshot_run else None,
+        folder / "vectors.parquet",
     )

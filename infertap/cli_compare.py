@@ -371,15 +371,17 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
     """Section 3: the table, then what it cannot show (unreadable bodies, where outputs first part)."""
     _say(console, "\n3. Divergence", "bold")
     console.print(_divergence_table(d, base), markup=False)
-    from infertap.analysis.divergence_notes import failed_ids_note, failed_note, path_notes
+    from infertap.analysis.divergence_notes import embedding_notes, failed_ids_note, failed_note, path_notes
 
     for lead, side in (("", d), ("baseline: ", base or {})):
         if note := failed_note(side):
             _say(console, lead + note, "yellow")
         if not lead and (ids := failed_ids_note(side)):  # which they are (the baseline lists none: no --top there)
             _say(console, ids, "yellow")
-    for text, warn in path_notes(d):
+    for text, warn in path_notes(d) + embedding_notes(d):
         _say(console, text, "yellow" if warn else None)
+    if base and (noise := embedding_notes(base)):  # A's vectors against A's again: how much rounding alone moves them
+        _say(console, "baseline: " + noise[0][0])
     if d["first_divergence_histogram"]:
         from infertap.analysis.paired_divergence import bucket_label, position_unit
 

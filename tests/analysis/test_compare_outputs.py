@@ -1260,7 +1260,8 @@ def test_several_prompts_answered_at_once_are_each_an_answer(tmp_path: Path) -> 
 
 def test_requests_no_api_reads_are_neither_matches_nor_divergences(tmp_path: Path) -> None:
     """A run compared with itself scored 40%: its model list, /tokenize and embeddings pairs were
-    'unreadable', never a match, and headed the most divergent."""
+    'unreadable', never a match, and headed the most divergent. Embeddings are now compared by
+    their vectors, apart from the text pairs."""
     from click.testing import CliRunner
 
     from infertap.cli import cli
@@ -1272,7 +1273,8 @@ def test_requests_no_api_reads_are_neither_matches_nor_divergences(tmp_path: Pat
     ]
     write_capture(tmp_path / "a", [{}, *others, {}])
     d = compare(tmp_path / "a", tmp_path / "a", top=5)["divergence"]
-    assert (d["exact_match_rate"], d["pairs"], d["counts"]["not_compared"], d["most_divergent"]) == (1, 2, 3, [])
+    assert (d["exact_match_rate"], d["pairs"], d["counts"]["not_compared"], d["most_divergent"]) == (1, 2, 2, [])
+    assert d["embeddings"]["identical"] == d["embeddings"]["pairs"] == 1  # its vectors compared (test_compare_embeddings)
     assert d["readable"]["GET /v1/models"] == {
         "pairs": 1,
         "read_both": 0,
