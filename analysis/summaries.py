@@ -33,12 +33,9 @@ import pyarrow.parquet as pq
 
 from infertap.apis import NOT_IN_FILE, NOT_KEPT, TOO_LARGE, Output, decoded_chunks, read_request, read_response, stream_done
 from infertap.apis.chat_stream import read_plainest_chat_stream
-<<<<<<< HEAD
-from infertap.capture.identity import asked_headers, asked_query
-=======
 from infertap.apis.embeddings import is_embeddings, read_embeddings
 from infertap.apis.read import not_in_file, response_not_kept
->>>>>>> emb16-fixes
+from infertap.capture.identity import asked_headers, asked_query
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import delivered, request_body_unknown
 
@@ -120,7 +117,6 @@ BATCH_BYTES = 8 << 20
 #: 61: each other choice's logprob positions (n > 1: compare's KL takes every choice).
 #: 62: every enrichment with its wall, engine kind and counts, its prompt and output apart: compare takes
 #: each field from the enrichment that ``enrichment_latest`` takes it from, not the newest one whole.
-<<<<<<< HEAD
 #: 63: an older llama.cpp's ``completion_probabilities`` (``probs`` of ``tok_str``/``prob``; a stream's
 #: last event restating them) are logprob positions.
 #: 64: request_key holds the headers that change what a request asks (identity.ASKED_HEADERS) where sent:
@@ -129,11 +125,8 @@ BATCH_BYTES = 8 << 20
 #: and the side's repeated-ids warning counts it.
 #: 66: request_key holds the query (less a redacted credential parameter) where there is one: two
 #: requests of one body to another ?api-version= are no identical request.
-SUMMARY_VERSION = 66
-=======
-#: 63: an embeddings answer's place in the side's vectors file (float32), or why it was not read: compare's cosine.
-SUMMARY_VERSION = 63
->>>>>>> emb16-fixes
+#: 67: an embeddings answer's place in the side's vectors file (float32), or why it was not read: compare's cosine.
+SUMMARY_VERSION = 67
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -151,18 +144,13 @@ EXCHANGE_SCHEMA = pa.schema(
     ]
 )
 
-<<<<<<< HEAD
-#: Every enrichment of the capture attached to an exchange: compare takes each field of an exchange's
-#: from the one ``enrichment_latest`` takes it from (views.py's orders, over ``wall``, ``kind``, the
-#: counts and ``ord``); one naming an id several exchanges carry is left out (``enrichment_unattached``).
-=======
 #: Each embeddings answer's vectors (float32 little-endian, in input order), by its exchange's
 #: ``ord``, ascending: compare reads them a row group at a time (embedding_divergence.VectorFile).
 VECTORS_SCHEMA = pa.schema([("ord", pa.int64()), ("vectors", pa.list_(pa.binary()))])
 
-#: Every enrichment of the capture: compare takes each field of an exchange's from the one
-#: ``enrichment_latest`` takes it from (views.py's orders, over ``wall``, ``kind`` and the counts).
->>>>>>> emb16-fixes
+#: Every enrichment of the capture attached to an exchange: compare takes each field of an exchange's
+#: from the one ``enrichment_latest`` takes it from (views.py's orders, over ``wall``, ``kind``, the
+#: counts and ``ord``); one naming an id several exchanges carry is left out (``enrichment_unattached``).
 ENRICHMENT_SCHEMA = pa.schema(
     [
         ("ord", pa.int64()),  # record order: between enrichments of one wall, the later is taken
@@ -484,12 +472,8 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
     finally:
         exchanges.close()
         enrichments.close()
-<<<<<<< HEAD
-    said = repeats_warning(path, repeats(repeated, sum(k - 1 for k in seen.values()), unattached)) if repeated else None
-=======
         vectors.close()
-    said = repeats_warning(path, repeats(repeated, sum(k - 1 for k in seen.values()))) if repeated else None
->>>>>>> emb16-fixes
+    said = repeats_warning(path, repeats(repeated, sum(k - 1 for k in seen.values()), unattached)) if repeated else None
     torn = [str(t) for t in reader.torn]
     return Side(
         str(path),
