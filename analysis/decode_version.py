@@ -101,4 +101,5 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: duration that is no integer ns or is negative unknown (it was read as a negative or fractional time).
 #: 80: enrichments.ord (the record's place: between two of one wall the later is taken) and
 #: enrichments.attached (false: it names an id several exchanges carry, attached to none).
-DECODE_VERSION = 80
+#: 81: requests.digest of a media route's request only where it is a POST (GET /v1/videos lists, it generates nothing).
+DECODE_VERSION = 81

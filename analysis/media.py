@@ -11,11 +11,16 @@ from infertap.apis.media import MEDIA_ROUTES
 from .store import Analysis
 
 
-def kind_sql(path: str = "path") -> str:
-    """What a request to the path in column ``path`` generates where it is not text, as SQL
-    (``media_kind``'s): ``'image'``, ``'video'``, ``'speech'``, else NULL."""
+def kind_sql(path: str = "path", method: str = "method") -> str:
+    """What a request to the path in column ``path`` by the method in column ``method`` generates
+    where it is not text, as SQL (``media_kind``'s: a POST's): ``'image'``, ``'video'``, ``'speech'``,
+    else NULL."""
     route = f"rtrim(split_part({path}, '?', 1), '/')"
-    return "CASE " + " ".join(f"WHEN ends_with({route}, '{suffix}') THEN '{made}'" for suffix, made in MEDIA_ROUTES) + " END"
+    return (
+        f"CASE WHEN upper({method}) IS DISTINCT FROM 'POST' THEN NULL "
+        + " ".join(f"WHEN ends_with({route}, '{suffix}') THEN '{made}'" for suffix, made in MEDIA_ROUTES)
+        + " END"
+    )
 
 
 def not_text(analysis: Analysis, capture: str | None = None) -> dict[str, int]:

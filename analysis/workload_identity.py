@@ -115,7 +115,7 @@ def sent_sql(capture: str) -> str:
 def media_sql(capture: str) -> str:
     """The image, video and speech generation requests of one loaded capture sent (not refused) with
     a body kept (one not kept has no digest: counted in ``bodies_unknown``), as ``kind, digest, t``."""
-    kind = kind_sql("x.path")
+    kind = kind_sql("x.path", "x.method")
     return (
         f"SELECT {kind} AS kind, r.digest AS digest, {_T} AS t FROM exchanges x JOIN requests r USING (capture, exchange_id) "
         f"{_RUNS} WHERE x.capture = {quoted(capture)} AND x.generation IS NOT TRUE AND x.\"end\" IS DISTINCT FROM 'refused' "

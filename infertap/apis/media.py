@@ -15,8 +15,12 @@ MEDIA_ROUTES: tuple[tuple[str, str], ...] = (
 )
 
 
-def media_kind(path: str | None) -> str | None:
-    """What a request to ``path`` generates where it is not text (``MEDIA_ROUTES``), else None."""
+def media_kind(path: str | None, method: str | None = "POST") -> str | None:
+    """What a request to ``path`` generates where it is not text (``MEDIA_ROUTES``), else None. Only a
+    POST generates: ``GET /v1/videos`` lists the user's videos, and a client that polls it is asking
+    for nothing new."""
+    if (method or "").upper() != "POST":
+        return None
     route = (path or "").split("?", 1)[0].rstrip("/")
     return next((kind for suffix, kind in MEDIA_ROUTES if route.endswith(suffix)), None)
 

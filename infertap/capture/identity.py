@@ -199,7 +199,7 @@ def is_media(record: dict[str, Any]) -> bool:
     """Whether an exchange asks for an image, a video or speech (``infertap.apis.media.MEDIA_ROUTES``)."""
     from infertap.apis.media import media_kind  # a module of routes alone: it imports no reader
 
-    return media_kind(record.get("path")) is not None
+    return media_kind(record.get("path"), record.get("method")) is not None
 
 
 class MediaHashes:

@@ -141,3 +141,41 @@ def test_the_report_highlights_cards_whose_media_requests_differ(tmp_path, monke
     assert highlighted("two", "one")  # must differ: another count
     assert highlighted("two", "owl")  # must differ: as many, another prompt
     assert not highlighted("two", "again")  # must match
+
+
+def test_a_listing_of_videos_is_no_video_generation_request(tmp_path, monkeypatch):
+    """``GET /v1/videos`` lists the user's videos (the route ends as ``POST /v1/videos``, which makes
+    one): polled more often on one side, it was counted and hashed as video generation, and two runs
+    of the same traffic were "NOT identical"."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+
+    def listing(at: float) -> dict:
+        return {
+            "method": "GET",
+            "path": "/v1/videos",
+            "body": None,
+            "offset_s": at,
+            "chunks": [json.dumps({"object": "list", "data": []}).encode()],
+        }
+
+    video = {
+        "path": "/v1/videos",
+        "body": {"model": "sora-2", "prompt": "a fox"},
+        "offset_s": 3,
+        "chunks": [json.dumps({"id": "video_1", "object": "video", "status": "queued"}).encode()],
+    }
+    write_capture(tmp_path / "once", [*TEXT, listing(1)], run_wall=WALL)
+    write_capture(tmp_path / "twice", [*TEXT, listing(1), listing(2)], run_wall=WALL)
+    write_capture(tmp_path / "made", [*TEXT, listing(1), video], run_wall=WALL)
+    # Must match: the same generation traffic, the listings apart.
+    t = compare(tmp_path / "once", tmp_path / "twice")["traffic"]
+    assert t["identical"] and t["media"] == {} and t["a"]["not_text"] == t["b"]["not_text"] == {}
+    assert workload_identity(tmp_path / "twice").media_requests == 0
+    # Must differ: a video made (a POST to the same route) on one side.
+    t = compare(tmp_path / "once", tmp_path / "made")["traffic"]
+    assert not t["identical"] and t["b"]["not_text"] == {"video": 1}
+    made = workload_identity(tmp_path / "made")
+    with Analysis([tmp_path / "made"]) as analysis:
+        capture = analysis.query("SELECT capture FROM captures").rows[0][0]
+        found = capture_identity(analysis, capture)
+    assert made.media_requests == found.media_requests == 1 and made.media == found.media
