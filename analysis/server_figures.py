@@ -11,9 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
-#: A request that waited for a model load: its load took at least half of its time to first token (or,
-#: where no first token was seen, of the server's own total): the load, not the engine, made its ttft.
-LOADED = "server_load_ns IS NOT NULL AND server_load_ns >= coalesce(ttft_ns, server_total_ns) / 2"
+#: The least load time that can be a load: a model already in memory reports a few ms (Ollama times
+#: its lookup of the loaded runner: the API docs' warm example says 4 ms), a load proper starts a
+#: runner and reads the weights (the docs' cold example: 101 ms for a small model). Without it, a warm
+#: answer to a short or cached prompt (a ttft of a few ms too) was called a cold start.
+LOAD_FLOOR_NS = 50_000_000
+#: A request that waited for a model load: its load took ``LOAD_FLOOR_NS`` or more, and at least half
+#: of its time to first token (or, where no first token was seen, of the server's own total): the
+#: load, not the engine, made its ttft.
+LOADED = (
+    f"server_load_ns IS NOT NULL AND server_load_ns >= {LOAD_FLOOR_NS} "
+    "AND server_load_ns >= coalesce(ttft_ns, server_total_ns) / 2"
+)
 #: Exchange ids a group's ``load.in_ttft`` lists (the first, in send order); ``waited`` counts them all.
 LISTED = 20
 

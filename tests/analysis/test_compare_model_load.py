@@ -13,7 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from infertap.analysis.claim import unknown_fields
+from infertap.analysis.compare import compare
+from infertap.analysis.compare_model_load import model_load_lines
 from infertap.analysis.report import render
+from infertap.analysis.server_figures import LOAD_FLOOR_NS
 from infertap.cli import cli
 from tests.helpers import write_capture
 from tests.ollama_done import COLD, WARM, answer, timed_as, without_load
@@ -138,3 +141,20 @@ def test_a_malformed_load_time_is_no_load_and_the_pair_is_still_compared(tmp_pat
     assert result["model_load"]["a"] == {**result["model_load"]["a"], "reported": _REQUESTS - 1, "waited": 0}
     assert [row["a"]["n"] for row in result["speed"]] == [_REQUESTS] * len(result["speed"])
     assert not [line for line in _speed_section(lines) if line.startswith(("A: ", "B: "))]
+
+
+def test_a_warm_load_beside_a_short_prompt_is_no_model_load(tmp_path, monkeypatch):
+    """A model already in memory (4 ms of load, the API docs' warm figure) answering a prompt of 2 ms:
+    half its ttft was the load, yet no load happened. It was called a cold start on A's side."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    warm = {**WARM, "prompt_eval_duration": 2_000_000}
+    cold = {**warm, "load_duration": LOAD_FLOOR_NS}  # the least a load can be, the same short prompt
+    write_capture(tmp_path / "warm", [answer(i, warm, stream=True) for i in range(3)])
+    write_capture(tmp_path / "cold", [answer(0, cold, stream=True), *(answer(i, warm, stream=True) for i in (1, 2))])
+    write_capture(tmp_path / "bare", [answer(i, without_load(warm), stream=True) for i in range(3)])
+    # Must match: warm loads only, no request waited, no warning.
+    load = compare(tmp_path / "warm", tmp_path / "bare")["model_load"]
+    assert load["a"]["reported"] == 3 and load["a"]["waited"] == 0 and model_load_lines(load) == []
+    # Must differ: a load of the floor's length before the same short prompt is one.
+    said = model_load_lines(compare(tmp_path / "cold", tmp_path / "bare")["model_load"])
+    assert said[0][0].startswith("A: 1 request waited for a model load") and any(w for _, w in said)
