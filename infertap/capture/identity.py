@@ -441,7 +441,8 @@ def schedule_words(recorder: dict[str, Any]) -> str:
 
 def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]) -> dict[str, Any]:
     """A capture's workload identity (``as_dict``) and, for a replay (given its runs' ``recorder``
-    headers), the source identity it derives from, what changed it and whether it is the same.
+    headers), the source identity it derives from, what changed it and whether it is the same: its text
+    workload and its image, video and speech requests (``media``) both, each said apart.
 
     A capture of several runs (``several_runs``) is no one replay of its source, whatever each run
     did: the derivation says so first, then what each replay changed."""
@@ -468,13 +469,19 @@ def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]
         # Requests of the source it left out, their body not kept (``not_kept``): hashed in neither
         # identity, so equal hashes do not make it the source's workload.
         left_out = any(r.get("not_kept") for r in replays)
-        out["same_as_source"] = None if not source else source.get("workload") == out["workload"] and not left_out
+        # Its image, video and speech requests are traffic too: the same as the source's only where both
+        # media identities say so (a source hashed by an older infertap has none: not known).
+        media = None if not source or "media" not in source else source["media"] == out["media"]
+        text = None if not source else source.get("workload") == out["workload"] and not left_out
         # The same requests sent in another order (a closed loop): the derivation can't name it, the set can.
-        out["same_requests_as_source"] = (
-            None
-            if not source or not source.get("request_set")
-            else (source["request_set"] == out["request_set"] and not left_out)
-        )
+        text_set = None if not source or not source.get("request_set") else source["request_set"] == out["request_set"]
+        text_set = text_set and not left_out
+        out["same_text_as_source"] = text
+        out["same_text_requests_as_source"] = text_set
+        out["same_media_as_source"] = media
+        out["same_as_source"] = text and media  # None: the text the same, the media not known to be
+        out["same_requests_as_source"] = text_set and media
+        out["media_change"] = None if not source or media else media_change(source, identity, media)
         out["same_schedule_as_source"] = (
             None if not source else source.get("schedule") == out["schedule"] and identity.schedule_kept
         )
@@ -484,6 +491,42 @@ def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]
             if (words := schedule_words(replay)) != "original timing":
                 out["schedule_by"] = words
     return out
+
+
+def media_change(source: dict[str, Any], identity: WorkloadIdentity, same: bool | None) -> str:
+    """How a replay's image, video and speech requests are not (or not known to be) its source's, in words."""
+    if same is None:
+        return "its image, video or speech requests not known to be the source's (an older infertap recorded its identity without them)"
+    mine, theirs = identity.media_requests, source.get("media_requests") or 0
+    return (
+        f"other image, video or speech requests ({mine} against the source's {theirs}; "
+        f"media {identity.media_short or 'none'}, the source's {source.get('media_short') or 'none'})"
+    )
+
+
+def relation_to_source(workload: dict[str, Any], schedule: str, named: str, origin: str | None = None) -> str:
+    """How a replay's traffic relates to its source's (``workload_summary``'s fields; ``schedule``: its
+    schedule identity; ``named``: its source as the line names it, ``origin`` after "derived from",
+    default ``named``), for ``describe`` and the claim card:
+    identical, the same requests (on another schedule, in another order), the same text requests beside
+    other media requests, or derived by what changed it."""
+    source = workload["source"]
+    derived = workload.get("derived_by") or []
+    if workload.get("same_text_as_source"):
+        moved = schedule_change(source, schedule, workload.get("schedule_by"), True)
+        if workload.get("same_as_source"):
+            return f"identical to {named}" if workload.get("same_schedule_as_source") else f"the same requests as {named}{moved}"
+        text = f"the same text requests as {named}{moved}"
+    elif workload.get("same_text_requests_as_source") and not derived:  # a closed loop's order
+        moved = schedule_change(source, schedule, workload.get("schedule_by"), True)
+        if workload.get("same_requests_as_source"):
+            return f"the same requests as {named}, sent in another order{moved}"
+        text = f"the same text requests as {named}, sent in another order{moved}"
+    else:
+        moved = schedule_change(source, schedule, workload.get("schedule_by"), False)
+        changes = ", ".join(derived) or "no transform recorded (the target's answers changed a request)"
+        return f"derived from {origin or named} by {changes}{moved}"
+    return f"{text}, but {workload.get('media_change')}" + (f" (by {', '.join(derived)})" if derived else "")
 
 
 def schedule_change(source: dict[str, Any], schedule: str, schedule_by: str | None, same_workload: bool) -> str:
@@ -596,13 +639,4 @@ def describe(workload: dict[str, Any]) -> str:
     source = workload.get("source")
     if not source:
         return line + "; a replay whose source identity was not recorded (an older infertap)"
-    moved = schedule_change(source, workload["schedule"], workload.get("schedule_by"), bool(workload.get("same_as_source")))
-    if workload.get("same_as_source"):
-        if workload.get("same_schedule_as_source"):
-            return line + f"; identical to its source {source['short']}"
-        return line + f"; the same requests as its source {source['short']}{moved}"
-    if workload.get("same_requests_as_source") and not workload.get("derived_by"):  # a closed loop's order
-        moved = schedule_change(source, workload["schedule"], workload.get("schedule_by"), True)
-        return line + f"; the same requests as its source {source['short']}, sent in another order{moved}"
-    changes = ", ".join(workload.get("derived_by") or ()) or "no transform recorded (the target's answers changed a request)"
-    return line + f"; derived from {source['short']} by {changes}{moved}"
+    return line + f"; {relation_to_source(workload, workload['schedule'], 'its source ' + source['short'], source['short'])}"
