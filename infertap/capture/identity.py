@@ -19,6 +19,11 @@ infertap refused itself (the engine never saw them). Two hashes identify it:
   they are traffic all the same, so two runs whose text workloads are equal but whose media
   requests differ did not see identical traffic (``""``: none sent).
 
+Each is shown after its version tag (``wl1:`` and 16 hex digits), which says the rule that hashed
+it: ``wl2`` where any generation request hashed sent an asked header (an older infertap hashed the
+same requests without them: its ``wl1:`` of that capture is another hash, and the tag says why),
+``wl1`` where none did (the hash both rules give). The hashes themselves are seeded ``wl1`` either way.
+
 A request sent with a body not kept (``request_body_unknown``) can't be hashed: it is counted apart
 (``bodies_unknown``), and an identity with any is no proof of the same traffic.
 
@@ -54,7 +59,16 @@ from .redact import REDACTED, without_redacted
 #: The schedule identity's resolution: send times are rounded to whole milliseconds.
 SCHEDULE_RESOLUTION_NS = 1_000_000
 #: Changes if what is hashed ever changes, so identities of different versions never compare equal.
+#: ``wl1``: requests none of which sent an ``ASKED_HEADERS`` header (the hash both rules give).
 VERSION = "wl1"
+#: An identity over requests any of which sent one: hashed with them in its digest, which an older
+#: infertap (``wl1`` alone) left out, so its hash of the same capture was another ``wl1:``.
+ASKED_VERSION = "wl2"
+
+
+def version_of(asked: bool) -> str:
+    """The version tag of an identity, ``asked``: whether any request it hashes sent an asked header."""
+    return ASKED_VERSION if asked else VERSION
 
 
 #: Request headers that change what a request asks, not where it goes or who asks: the features
@@ -94,10 +108,10 @@ def request_digest(method: str, path: str, query: str | None, body: bytes, heade
     return h.digest()
 
 
-def exchange_digest(record: dict[str, Any]) -> bytes:
-    """``request_digest`` of an exchange record's request."""
+def exchange_digest(record: dict[str, Any], asked: Sequence[tuple[str, str]] | None = None) -> bytes:
+    """``request_digest`` of an exchange record's request (``asked``: its ``asked_headers``, where read already)."""
     body = record.get("request_body") or b""
-    asked = asked_headers(record.get("request_headers"))
+    asked = asked_headers(record.get("request_headers")) if asked is None else asked
     return request_digest(record.get("method") or "", record.get("path") or "", record.get("query"), body, asked)
 
 
@@ -129,7 +143,7 @@ class WorkloadIdentity:
 
     @property
     def short(self) -> str:
-        """``wl1:`` and the workload hash's first 16 hex digits: enough to tell runs apart by eye."""
+        """The version tag (``wl1:``, ``wl2:``) and the workload hash's first 16 hex digits: enough to tell runs apart by eye."""
         return f"{self.version}:{self.workload[:16]}"
 
     @property
@@ -138,7 +152,7 @@ class WorkloadIdentity:
 
     @property
     def media_short(self) -> str | None:
-        """``wl1:`` and the media hash's first 16 hex digits; None where no media request was sent."""
+        """The version tag and the media hash's first 16 hex digits; None where no media request was sent."""
         return f"{self.version}:{self.media[:16]}" if self.media else None
 
     def as_dict(self) -> dict[str, Any]:
@@ -160,13 +174,14 @@ class Sent:
     t_ns: int
     size: int
     rechained: bool = False  # a replayed Responses turn sent with the target's id for the response it continues
+    asked: bool = False  # it sent a header of ASKED_HEADERS, in its digest: the identity is ASKED_VERSION's
 
 
 def identity_of(requests: Iterable[Sent], exchanges: int | None = None) -> WorkloadIdentity:
     """The identity of these requests, whatever order they come in (they are put in send order)."""
     tally = IdentityTally()
     for r in requests:
-        tally.add_sent(r.digest, r.t_ns, r.size, r.rechained)
+        tally.add_sent(r.digest, r.t_ns, r.size, r.rechained, r.asked)
     return tally.identity(exchanges)
 
 
@@ -233,6 +248,7 @@ class IdentityTally:
         self._behind_ns = 0
         self._bodies_unknown = 0
         self._media: list[bytes] = []  # (send time, digest) of each media request, packed as ``_keys``
+        self._asked = False  # whether a generation request sent an asked header (the identity's version)
 
     def add(self, record: dict[str, Any], generation: bool | None = None, digest: bytes | None = None) -> None:
         """Count ``record``; ``generation``, when the caller has read the request already, saves
@@ -248,8 +264,9 @@ class IdentityTally:
                 self._bodies_unknown += 1
             elif is_generation(record) if generation is None else generation:
                 size = len(record.get("request_body") or b"")
-                digest = exchange_digest(record) if digest is None else digest
-                self.add_sent(digest, sent_time(self._anchor, record), size, "rechained_from" in record)
+                asked = asked_headers(record.get("request_headers"))
+                digest = exchange_digest(record, asked) if digest is None else digest
+                self.add_sent(digest, sent_time(self._anchor, record), size, "rechained_from" in record, bool(asked))
                 self._count_capped(record)
             elif is_media(record):  # no text to time, but traffic: in the media identity
                 self._media.append(_packed(sent_time(self._anchor, record), exchange_digest(record)))
@@ -261,8 +278,9 @@ class IdentityTally:
             behind = int(record.get("sent_ns") or 0) - record["scheduled_ns"] - int(record.get("dep_wait_ns") or 0)
             self._behind_ns = max(self._behind_ns, behind)
 
-    def add_sent(self, digest: bytes, t_ns: int, size: int, rechained: bool = False) -> None:
-        """One generation request: its digest, when it was sent and its body's size."""
+    def add_sent(self, digest: bytes, t_ns: int, size: int, rechained: bool = False, asked: bool = False) -> None:
+        """One generation request: its digest, when it was sent, its body's size and whether it sent an asked header."""
+        self._asked = self._asked or asked
         if 0 <= t_ns + _TIME_BIAS < 1 << (8 * _TIME_BYTES):
             self._keys.append((t_ns + _TIME_BIAS).to_bytes(_TIME_BYTES, "big") + digest)
         else:
@@ -276,6 +294,7 @@ class IdentityTally:
         keys = self._keys
         keys.sort()
         hashes = OrderedHashes()
+        hashes.asked = self._asked
         if self._odd:  # merged with the packed ones, in the same (time, digest) order
             ordered = sorted([(int.from_bytes(k[:_TIME_BYTES], "big") - _TIME_BIAS, k[_TIME_BYTES:]) for k in keys] + self._odd)
             for i in range(0, len(ordered), _HASHED):
@@ -340,9 +359,12 @@ class OrderedHashes:
         self.schedule = hashlib.sha256(VERSION.encode())
         self.first: int | None = None
         self.requests = 0
+        self.asked = False  # whether any request sent an asked header: tagged ASKED_VERSION, not VERSION
 
-    def add(self, times: list[int], digests: list[bytes]) -> None:
-        """The next requests in order: their send times (ns) and digests."""
+    def add(self, times: list[int], digests: list[bytes], asked: bool = False) -> None:
+        """The next requests in order: their send times (ns) and digests; ``asked``: whether any of
+        them sent an asked header (``ASKED_HEADERS``)."""
+        self.asked = self.asked or asked
         if not times:
             return
         if self.first is None:
@@ -360,6 +382,7 @@ class OrderedHashes:
             request_bytes=request_bytes,
             exchanges=exchanges,
             rechained=rechained,
+            version=version_of(self.asked),
         )
 
 
