@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from infertap.capture.hostfacts import engine_is_local
-from infertap.capture.identity import bodies_unknown, schedule_change, schedule_not_kept, schedule_words, traffic_runs
+from infertap.capture.identity import (
+    bodies_unknown,
+    relation_to_source,
+    schedule_not_kept,
+    schedule_words,
+    traffic_runs,
+)
 from infertap.capture.info import no_snapshot_reason
 from infertap.engines.runtime_digest import runtime_digest
 
@@ -517,6 +523,10 @@ def _workload(
                 "derived_by",
                 "same_as_source",
                 "same_requests_as_source",
+                "same_text_as_source",
+                "same_text_requests_as_source",
+                "same_media_as_source",
+                "media_change",
                 "same_schedule_as_source",
                 "schedule_by",
             )
@@ -901,18 +911,8 @@ def value_text(name: str, value: Any) -> str:
         if "source" in value and not value.get("source"):
             line += "; a replay whose source identity was not recorded"
         elif "source" in value:
-            source = f"source {value['source'].get('short', '?')}"
-            same = bool(value.get("same_as_source"))
-            moved = schedule_change(value["source"], value["schedule_identity"], value.get("schedule_by"), same)
-            if same and value.get("same_schedule_as_source"):
-                line += f"; identical to {source}"
-            elif same:
-                line += f"; the same requests as {source}{moved}"
-            elif value.get("same_requests_as_source") and not value.get("derived_by"):
-                moved = schedule_change(value["source"], value["schedule_identity"], value.get("schedule_by"), True)
-                line += f"; the same requests as {source}, sent in another order{moved}"
-            else:
-                line += f"; derived from {source} by {', '.join(value.get('derived_by') or ['no transform recorded'])}{moved}"
+            named = f"source {value['source'].get('short', '?')}"
+            line += f"; {relation_to_source(value, value['schedule_identity'], named)}"
         if value.get("schedule_not_kept"):
             line += f"; {value['schedule_not_kept']}"
         if value.get("not_text"):

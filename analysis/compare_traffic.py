@@ -111,17 +111,19 @@ def traffic(
         )
         if wa["workload"] != wb["workload"]:
             how += f": {only_a} of A's {na} generation requests are not in B, {only_b} of B's {nb} are not in A"
-    elif not only_a and not only_b:
-        how = "the same requests in a different order"
+    elif not only_a and not only_b:  # the text requests: their media requests, where they differ, are said after
+        how = f"the same {'text generation ' if media else ''}requests in a different order"
     else:
         how = f"{only_a} of A's {na} generation requests are not in B, {only_b} of B's {nb} are not in A"
     for x, y, name in ((wa, wb, "B"), (wb, wa, "A")):
         # Where the text requests are the same, a replay's relation to its source is news only if it changed something.
         if (not text_identical or y.get("derived_by")) and (source := y.get("source") or {}).get("workload") == x["workload"]:
-            if y.get("same_requests_as_source") and not y.get("derived_by"):
-                # Its schedule moved them (--sessions closed, a closed loop): no transform did.
+            if y.get("same_text_requests_as_source") and not y.get("derived_by"):
+                # Its schedule moved them (--sessions closed, a closed loop): no transform did. Its media
+                # requests are the other's where both captures' media identities are (whatever its header knew).
                 moved = schedule_change(source, y["schedule"], y.get("schedule_by"), True)
-                how += f"; {name} replays the other's workload unchanged{moved}"
+                what = "workload" if x["media"] == y["media"] else "text requests"
+                how += f"; {name} replays the other's {what} unchanged{moved}"
             else:
                 how += f"; {name} replays the other's workload with {', '.join(y.get('derived_by') or ['no transform recorded'])}"
     if not identical and wa["asked_headers"] != wb["asked_headers"]:  # what their identities can't name

@@ -36,8 +36,9 @@ _ROWS = 65_536  # requests read from DuckDB at a time
 # clock, rounded half to even as Python's round() does) plus the scheduled or arrival offset. Exact
 # in a HUGEINT; handed over as a BIGINT, or as text in the rare case it doesn't fit one.
 _T = "(CAST(round_even(coalesce(u.wall, 0.0) * 1e9, 0) AS HUGEINT) + coalesce(x.scheduled_ns, x.start_ns, 0))"
-#: A generation request's digest (capture/identity.py's ``request_digest``), body size and send time.
-SENT_COLUMNS = f"r.digest AS digest, coalesce(x.request_bytes, 0) AS size, {_T} AS t"
+#: A generation request's digest (capture/identity.py's ``request_digest``), body size, whether it sent
+#: an asked header (in its digest: the identity's version, ``identity.version_of``) and send time.
+SENT_COLUMNS = f"r.digest AS digest, coalesce(x.request_bytes, 0) AS size, r.asked_headers IS NOT NULL AS asked, {_T} AS t"
 _RUNS = (
     "LEFT JOIN (SELECT DISTINCT ON (capture, run_id) capture, run_id, wall FROM runs) u "
     "ON u.capture = x.capture AND u.run_id = x.run_id"
@@ -60,19 +61,19 @@ def identities(analysis: Analysis, sql: str, keys: int = 0) -> dict[tuple[Any, .
         f"FROM ({sql}) q ORDER BY {groups}q.t, q.digest"
     )
     found: dict[tuple[Any, ...], tuple[OrderedHashes, list[int]]] = {}  # per group: its hashes, its bodies' bytes
-    for group, digests, sizes, times in _columns(analysis, ordered, keys):
+    for group, digests, sizes, asked, times in _columns(analysis, ordered, keys):
         start = 0
         for key, run in itertools.groupby(group):  # each group's rows in this batch, hashed as one
             end = start + sum(1 for _ in run)
             hashes, size = found.setdefault(key, (OrderedHashes(), [0]))
-            hashes.add(times[start:end], digests[start:end])
+            hashes.add(times[start:end], digests[start:end], any(asked[start:end]))
             size[0] += sum(sizes[start:end])
             start = end
     return {key: hashes.identity(hashes.requests, size) for key, (hashes, [size]) in found.items()}
 
 
-def _columns(analysis: Analysis, sql: str, keys: int) -> Iterator[tuple[list[Any], list[Any], list[Any], list[Any]]]:
-    """``sql``'s rows a batch at a time, as their group keys, digests, sizes and send times. The first
+def _columns(analysis: Analysis, sql: str, keys: int) -> Iterator[tuple[list[Any], list[Any], list[Any], list[Any], list[Any]]]:
+    """``sql``'s rows a batch at a time, as their group keys, digests, sizes, asked flags and send times. The first
     batch comes as rows (a capture of fewer requests then reads no Arrow: a warm ``stats`` imports no
     pyarrow); the rest as Arrow batches, which turn into Python lists in half the CPU of rows (1M
     requests here: 0.9-1.0 s against 1.6-2.1 s)."""
@@ -82,6 +83,7 @@ def _columns(analysis: Analysis, sql: str, keys: int) -> Iterator[tuple[list[Any
         [row[:keys] for row in rows],
         [row[keys] for row in rows],
         [row[keys + 1] for row in rows],
+        [row[keys + 2] for row in rows],
         [t if w is None else int(w) for *_, t, w in rows],
     )
     if len(rows) < _ROWS:
@@ -92,8 +94,8 @@ def _columns(analysis: Analysis, sql: str, keys: int) -> Iterator[tuple[list[Any
     assert reader is not None  # duckdb's stubs say it may be None
     for batch in reader:
         group = list(zip(*(batch.column(i).to_pylist() for i in range(keys)), strict=True)) if keys else [()] * batch.num_rows
-        digests, sizes, times, wide = (batch.column(keys + i).to_pylist() for i in range(4))
-        yield group, digests, sizes, [t if w is None else int(w) for t, w in zip(times, wide, strict=True)]
+        digests, sizes, asked, times, wide = (batch.column(keys + i).to_pylist() for i in range(5))
+        yield group, digests, sizes, asked, [t if w is None else int(w) for t, w in zip(times, wide, strict=True)]
 
 
 def group_identities(analysis: Analysis, table: str, keys: Sequence[str]) -> dict[tuple[Any, ...], dict[str, Any]]:

@@ -19,6 +19,11 @@ infertap refused itself (the engine never saw them). Two hashes identify it:
   they are traffic all the same, so two runs whose text workloads are equal but whose media
   requests differ did not see identical traffic (``""``: none sent).
 
+Each is shown after its version tag (``wl1:`` and 16 hex digits), which says the rule that hashed
+it: ``wl2`` where any generation request hashed sent an asked header (an older infertap hashed the
+same requests without them: its ``wl1:`` of that capture is another hash, and the tag says why),
+``wl1`` where none did (the hash both rules give). The hashes themselves are seeded ``wl1`` either way.
+
 A request sent with a body not kept (``request_body_unknown``) can't be hashed: it is counted apart
 (``bodies_unknown``), and an identity with any is no proof of the same traffic.
 
@@ -54,7 +59,16 @@ from .redact import REDACTED, without_redacted
 #: The schedule identity's resolution: send times are rounded to whole milliseconds.
 SCHEDULE_RESOLUTION_NS = 1_000_000
 #: Changes if what is hashed ever changes, so identities of different versions never compare equal.
+#: ``wl1``: requests none of which sent an ``ASKED_HEADERS`` header (the hash both rules give).
 VERSION = "wl1"
+#: An identity over requests any of which sent one: hashed with them in its digest, which an older
+#: infertap (``wl1`` alone) left out, so its hash of the same capture was another ``wl1:``.
+ASKED_VERSION = "wl2"
+
+
+def version_of(asked: bool) -> str:
+    """The version tag of an identity, ``asked``: whether any request it hashes sent an asked header."""
+    return ASKED_VERSION if asked else VERSION
 
 
 #: Request headers that change what a request asks, not where it goes or who asks: the features
@@ -100,10 +114,10 @@ def request_digest(method: str, path: str, query: str | None, body: bytes, heade
     return h.digest()
 
 
-def exchange_digest(record: dict[str, Any]) -> bytes:
-    """``request_digest`` of an exchange record's request."""
+def exchange_digest(record: dict[str, Any], asked: Sequence[tuple[str, str]] | None = None) -> bytes:
+    """``request_digest`` of an exchange record's request (``asked``: its ``asked_headers``, where read already)."""
     body = record.get("request_body") or b""
-    asked = asked_headers(record.get("request_headers"))
+    asked = asked_headers(record.get("request_headers")) if asked is None else asked
     return request_digest(record.get("method") or "", record.get("path") or "", record.get("query"), body, asked)
 
 
@@ -135,7 +149,7 @@ class WorkloadIdentity:
 
     @property
     def short(self) -> str:
-        """``wl1:`` and the workload hash's first 16 hex digits: enough to tell runs apart by eye."""
+        """The version tag (``wl1:``, ``wl2:``) and the workload hash's first 16 hex digits: enough to tell runs apart by eye."""
         return f"{self.version}:{self.workload[:16]}"
 
     @property
@@ -144,7 +158,7 @@ class WorkloadIdentity:
 
     @property
     def media_short(self) -> str | None:
-        """``wl1:`` and the media hash's first 16 hex digits; None where no media request was sent."""
+        """The version tag and the media hash's first 16 hex digits; None where no media request was sent."""
         return f"{self.version}:{self.media[:16]}" if self.media else None
 
     def as_dict(self) -> dict[str, Any]:
@@ -166,13 +180,14 @@ class Sent:
     t_ns: int
     size: int
     rechained: bool = False  # a replayed Responses turn sent with the target's id for the response it continues
+    asked: bool = False  # it sent a header of ASKED_HEADERS, in its digest: the identity is ASKED_VERSION's
 
 
 def identity_of(requests: Iterable[Sent], exchanges: int | None = None) -> WorkloadIdentity:
     """The identity of these requests, whatever order they come in (they are put in send order)."""
     tally = IdentityTally()
     for r in requests:
-        tally.add_sent(r.digest, r.t_ns, r.size, r.rechained)
+        tally.add_sent(r.digest, r.t_ns, r.size, r.rechained, r.asked)
     return tally.identity(exchanges)
 
 
@@ -239,6 +254,7 @@ class IdentityTally:
         self._behind_ns = 0
         self._bodies_unknown = 0
         self._media: list[bytes] = []  # (send time, digest) of each media request, packed as ``_keys``
+        self._asked = False  # whether a generation request sent an asked header (the identity's version)
 
     def add(self, record: dict[str, Any], generation: bool | None = None, digest: bytes | None = None) -> None:
         """Count ``record``; ``generation``, when the caller has read the request already, saves
@@ -254,8 +270,9 @@ class IdentityTally:
                 self._bodies_unknown += 1
             elif is_generation(record) if generation is None else generation:
                 size = len(record.get("request_body") or b"")
-                digest = exchange_digest(record) if digest is None else digest
-                self.add_sent(digest, sent_time(self._anchor, record), size, "rechained_from" in record)
+                asked = asked_headers(record.get("request_headers"))
+                digest = exchange_digest(record, asked) if digest is None else digest
+                self.add_sent(digest, sent_time(self._anchor, record), size, "rechained_from" in record, bool(asked))
                 self._count_capped(record)
             elif is_media(record):  # no text to time, but traffic: in the media identity
                 self._media.append(_packed(sent_time(self._anchor, record), exchange_digest(record)))
@@ -267,8 +284,9 @@ class IdentityTally:
             behind = int(record.get("sent_ns") or 0) - record["scheduled_ns"] - int(record.get("dep_wait_ns") or 0)
             self._behind_ns = max(self._behind_ns, behind)
 
-    def add_sent(self, digest: bytes, t_ns: int, size: int, rechained: bool = False) -> None:
-        """One generation request: its digest, when it was sent and its body's size."""
+    def add_sent(self, digest: bytes, t_ns: int, size: int, rechained: bool = False, asked: bool = False) -> None:
+        """One generation request: its digest, when it was sent, its body's size and whether it sent an asked header."""
+        self._asked = self._asked or asked
         if 0 <= t_ns + _TIME_BIAS < 1 << (8 * _TIME_BYTES):
             self._keys.append((t_ns + _TIME_BIAS).to_bytes(_TIME_BYTES, "big") + digest)
         else:
@@ -282,6 +300,7 @@ class IdentityTally:
         keys = self._keys
         keys.sort()
         hashes = OrderedHashes()
+        hashes.asked = self._asked
         if self._odd:  # merged with the packed ones, in the same (time, digest) order
             ordered = sorted([(int.from_bytes(k[:_TIME_BYTES], "big") - _TIME_BIAS, k[_TIME_BYTES:]) for k in keys] + self._odd)
             for i in range(0, len(ordered), _HASHED):
@@ -346,9 +365,12 @@ class OrderedHashes:
         self.schedule = hashlib.sha256(VERSION.encode())
         self.first: int | None = None
         self.requests = 0
+        self.asked = False  # whether any request sent an asked header: tagged ASKED_VERSION, not VERSION
 
-    def add(self, times: list[int], digests: list[bytes]) -> None:
-        """The next requests in order: their send times (ns) and digests."""
+    def add(self, times: list[int], digests: list[bytes], asked: bool = False) -> None:
+        """The next requests in order: their send times (ns) and digests; ``asked``: whether any of
+        them sent an asked header (``ASKED_HEADERS``)."""
+        self.asked = self.asked or asked
         if not times:
             return
         if self.first is None:
@@ -366,6 +388,7 @@ class OrderedHashes:
             request_bytes=request_bytes,
             exchanges=exchanges,
             rechained=rechained,
+            version=version_of(self.asked),
         )
 
 
@@ -447,7 +470,8 @@ def schedule_words(recorder: dict[str, Any]) -> str:
 
 def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]) -> dict[str, Any]:
     """A capture's workload identity (``as_dict``) and, for a replay (given its runs' ``recorder``
-    headers), the source identity it derives from, what changed it and whether it is the same.
+    headers), the source identity it derives from, what changed it and whether it is the same: its text
+    workload and its image, video and speech requests (``media``) both, each said apart.
 
     A capture of several runs (``several_runs``) is no one replay of its source, whatever each run
     did: the derivation says so first, then what each replay changed."""
@@ -474,13 +498,19 @@ def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]
         # Requests of the source it left out, their body not kept (``not_kept``): hashed in neither
         # identity, so equal hashes do not make it the source's workload.
         left_out = any(r.get("not_kept") for r in replays)
-        out["same_as_source"] = None if not source else source.get("workload") == out["workload"] and not left_out
+        # Its image, video and speech requests are traffic too: the same as the source's only where both
+        # media identities say so (a source hashed by an older infertap has none: not known).
+        media = None if not source or "media" not in source else source["media"] == out["media"]
+        text = None if not source else source.get("workload") == out["workload"] and not left_out
         # The same requests sent in another order (a closed loop): the derivation can't name it, the set can.
-        out["same_requests_as_source"] = (
-            None
-            if not source or not source.get("request_set")
-            else (source["request_set"] == out["request_set"] and not left_out)
-        )
+        text_set = None if not source or not source.get("request_set") else source["request_set"] == out["request_set"]
+        text_set = text_set and not left_out
+        out["same_text_as_source"] = text
+        out["same_text_requests_as_source"] = text_set
+        out["same_media_as_source"] = media
+        out["same_as_source"] = text and media  # None: the text the same, the media not known to be
+        out["same_requests_as_source"] = text_set and media
+        out["media_change"] = None if not source or media else media_change(source, identity, media)
         out["same_schedule_as_source"] = (
             None if not source else source.get("schedule") == out["schedule"] and identity.schedule_kept
         )
@@ -490,6 +520,42 @@ def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]
             if (words := schedule_words(replay)) != "original timing":
                 out["schedule_by"] = words
     return out
+
+
+def media_change(source: dict[str, Any], identity: WorkloadIdentity, same: bool | None) -> str:
+    """How a replay's image, video and speech requests are not (or not known to be) its source's, in words."""
+    if same is None:
+        return "its image, video or speech requests not known to be the source's (an older infertap recorded its identity without them)"
+    mine, theirs = identity.media_requests, source.get("media_requests") or 0
+    return (
+        f"other image, video or speech requests ({mine} against the source's {theirs}; "
+        f"media {identity.media_short or 'none'}, the source's {source.get('media_short') or 'none'})"
+    )
+
+
+def relation_to_source(workload: dict[str, Any], schedule: str, named: str, origin: str | None = None) -> str:
+    """How a replay's traffic relates to its source's (``workload_summary``'s fields; ``schedule``: its
+    schedule identity; ``named``: its source as the line names it, ``origin`` after "derived from",
+    default ``named``), for ``describe`` and the claim card:
+    identical, the same requests (on another schedule, in another order), the same text requests beside
+    other media requests, or derived by what changed it."""
+    source = workload["source"]
+    derived = workload.get("derived_by") or []
+    if workload.get("same_text_as_source"):
+        moved = schedule_change(source, schedule, workload.get("schedule_by"), True)
+        if workload.get("same_as_source"):
+            return f"identical to {named}" if workload.get("same_schedule_as_source") else f"the same requests as {named}{moved}"
+        text = f"the same text requests as {named}{moved}"
+    elif workload.get("same_text_requests_as_source") and not derived:  # a closed loop's order
+        moved = schedule_change(source, schedule, workload.get("schedule_by"), True)
+        if workload.get("same_requests_as_source"):
+            return f"the same requests as {named}, sent in another order{moved}"
+        text = f"the same text requests as {named}, sent in another order{moved}"
+    else:
+        moved = schedule_change(source, schedule, workload.get("schedule_by"), False)
+        changes = ", ".join(derived) or "no transform recorded (the target's answers changed a request)"
+        return f"derived from {origin or named} by {changes}{moved}"
+    return f"{text}, but {workload.get('media_change')}" + (f" (by {', '.join(derived)})" if derived else "")
 
 
 def schedule_change(source: dict[str, Any], schedule: str, schedule_by: str | None, same_workload: bool) -> str:
@@ -602,13 +668,4 @@ def describe(workload: dict[str, Any]) -> str:
     source = workload.get("source")
     if not source:
         return line + "; a replay whose source identity was not recorded (an older infertap)"
-    moved = schedule_change(source, workload["schedule"], workload.get("schedule_by"), bool(workload.get("same_as_source")))
-    if workload.get("same_as_source"):
-        if workload.get("same_schedule_as_source"):
-            return line + f"; identical to its source {source['short']}"
-        return line + f"; the same requests as its source {source['short']}{moved}"
-    if workload.get("same_requests_as_source") and not workload.get("derived_by"):  # a closed loop's order
-        moved = schedule_change(source, workload["schedule"], workload.get("schedule_by"), True)
-        return line + f"; the same requests as its source {source['short']}, sent in another order{moved}"
-    changes = ", ".join(workload.get("derived_by") or ()) or "no transform recorded (the target's answers changed a request)"
-    return line + f"; derived from {source['short']} by {changes}{moved}"
+    return line + f"; {relation_to_source(workload, workload['schedule'], 'its source ' + source['short'], source['short'])}"

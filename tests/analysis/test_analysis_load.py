@@ -835,12 +835,18 @@ def test_workload_identities_read_in_batches_of_any_size_are_the_capture_package
     models = ["a", "b", "a", "a", "b", "a", "b"]
     records = [exchange(f"x{i}", sent_ms=10 * i, request=body(f"q{i}", model=m)) for i, m in enumerate(models)]
     cap = write_capture(tmp_path / "cap", records)
-    changed = write_capture(tmp_path / "changed", [*records[:-1], exchange("x6", sent_ms=60, request=body("other", model="b"))])
+    # The changed request, read in a later batch, sent an asked header: its identity (and its group's) wl2.
+    beta = [["content-type", "application/json"], ["anthropic-beta", "output-128k-2025-02-19"]]
+    other = exchange("x6", sent_ms=60, request=body("other", model="b"), request_headers=beta)
+    changed = write_capture(tmp_path / "changed", [*records[:-1], other])
     with Analysis([cap, changed], cache_dir=tmp_path / "cache") as a:
         assert wi.capture_identity(a, str(cap)) == workload_identity(cap)
         assert wi.capture_identity(a, str(changed)) == workload_identity(changed)
         assert wi.capture_identity(a, str(cap)).workload != wi.capture_identity(a, str(changed)).workload
+        assert (wi.capture_identity(a, str(cap)).version, wi.capture_identity(a, str(changed)).version) == ("wl1", "wl2")
         by_model = wi.group_identities(a, f"(SELECT * FROM metrics WHERE capture = '{cap}')", ["model"])
+        changed_by_model = wi.group_identities(a, f"(SELECT * FROM metrics WHERE capture = '{changed}')", ["model"])
+    assert {key: ident["version"] for key, ident in changed_by_model.items()} == {("a",): "wl1", ("b",): "wl2"}
     assert {key: ident["requests"] for key, ident in by_model.items()} == {("a",): 4, ("b",): 3}
     monkeypatch.setattr(wi, "_ROWS", 65_536)
     with Analysis([cap], cache_dir=tmp_path / "cache") as a:

@@ -156,3 +156,43 @@ def test_a_dropped_header_no_request_sent_changes_nothing(fake, tmp_path):
     out = CliRunner().invoke(cli, ["compare", str(tmp_path / "beta"), str(tmp_path / "dropped")], env=env).output
     line = next(line for line in out.splitlines() if line.startswith("traffic:"))
     assert "B replays the other's workload with --drop-header OpenAI-Beta" in line, line
+
+
+def test_the_identity_says_which_rule_hashed_it(tmp_path, monkeypatch):
+    """An identity of requests that sent an asked header was tagged ``wl1`` like the older rule's hash
+    of the same capture, which left the header out: two cards of the same traffic showed two ``wl1:``
+    workloads. Now it is ``wl2``; one of requests that sent none stays ``wl1``, the hash both rules give."""
+    from infertap.analysis.stats import speed_stats
+    from infertap.analysis.store import Analysis
+    from infertap.analysis.workload_identity import capture_identity
+
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    no_asked = [["content-type", "application/json"], ["x-api-key", "[REDACTED]"]]
+    _capture(tmp_path / "beta", [*no_asked, ["anthropic-beta", "context-management-2025-06-27"]])
+    _capture(tmp_path / "none", no_asked)
+    _capture(tmp_path / "redacted", [*no_asked, ["anthropic-beta", "[REDACTED]"]])  # its value not known: not hashed
+    write_capture(  # one request of two sent one
+        tmp_path / "mixed",
+        [
+            {"path": "/v1/messages", "body": BODY, "headers": no_asked, "chunks": [ANSWER]},
+            {"path": "/v1/messages", "body": BODY, "headers": [*no_asked, ["OpenAI-Beta", "v2"]], "chunks": [ANSWER]},
+        ],
+        run_wall=1.8e9,
+    )
+    ids = {name: workload_identity(tmp_path / name) for name in ("beta", "none", "redacted", "mixed")}
+    plain_rule = hashlib.sha256(b"wl1" + hashlib.sha256(b"POST /v1/messages\n" + json.dumps(BODY).encode()).digest())
+    # Must differ: an asked header sent, hashed by the new rule, tagged so.
+    assert ids["beta"].version == "wl2" and ids["beta"].short == f"wl2:{ids['beta'].workload[:16]}"
+    assert ids["beta"].workload != plain_rule.hexdigest() and ids["mixed"].version == "wl2"
+    # Must match: none sent, the hash of old under its tag of old.
+    assert ids["none"].short == f"wl1:{plain_rule.hexdigest()[:16]}" and ids["none"].workload == plain_rule.hexdigest()
+    assert ids["redacted"].version == "wl1" and ids["redacted"].workload == plain_rule.hexdigest()
+    for name, expected in ids.items():
+        # The tables' identity (stats, compare, the card) is tagged as the capture package's.
+        with Analysis([tmp_path / name]) as a:
+            assert capture_identity(a, a.query("SELECT capture FROM captures").rows[0][0]).as_dict() == expected.as_dict()
+            [group] = speed_stats(a)["groups"]
+            assert group["workload"]["identity"]["short"] == expected.short
+        card = claim(tmp_path / name, cache_dir=tmp_path / "cache")["workload"]
+        assert card["value"]["short"] == expected.short and field_text("workload", card).startswith(expected.short)
+    assert compare(tmp_path / "beta", tmp_path / "none")["traffic"]["a"]["short"].startswith("wl2:")

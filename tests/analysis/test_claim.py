@@ -544,14 +544,17 @@ def test_analysis_identities_stream_in_order_in_groups(source):
     with Analysis([source]) as a:
         a.con.register("given", given)
         a.con.execute("CREATE TABLE r AS SELECT g, digest, size, t::HUGEINT AS t FROM given")
-        found = identities(a, "SELECT g, digest, size, t FROM r", 1)
-        moved = identities(a, "SELECT g, digest, size, CASE WHEN size = 0 THEN t + 1000000 ELSE t END AS t FROM r", 1)
+        # Group x has requests that sent an asked header (size 7 of them, as it happens): tagged wl2.
+        asked = "g = 'x' AND size = 7 AS asked"
+        found = identities(a, f"SELECT g, digest, size, {asked}, t FROM r", 1)
+        moved = identities(a, f"SELECT g, digest, size, {asked}, CASE WHEN size = 0 THEN t + 1000000 ELSE t END AS t FROM r", 1)
     for g in ("x", "y", None):
-        mine = [Sent(d, t, s) for k, d, s, t in rows if k == g]
+        mine = [Sent(d, t, s, asked=k == "x" and s == 7) for k, d, s, t in rows if k == g]
         # A group's identity carries no request_set (the claim card's, a capture's, does: capture_identity).
         assert found[(g,)] == dataclasses.replace(identity_of(reversed(mine)), request_set="")
         assert found[(g,)].requests == len(mine) > 20_000
         assert moved[(g,)].schedule != found[(g,)].schedule  # a request sent a ms later: another schedule
+        assert found[(g,)].version == ("wl2" if g == "x" else "wl1")
 
 
 # -- what an audit found: one scope for the facts, several engines, partial enrichment -------------------
