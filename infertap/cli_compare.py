@@ -183,8 +183,8 @@ def print_comparison(r: dict[str, Any]) -> None:
     _print_accuracy(console, r.get("accuracy"))
     from infertap.analysis.accuracy import none_graded
 
-    if r.get("accuracy") is None and (line := none_graded(r["divergence"]["counts"])):
-        _say(console, line)
+    if r.get("accuracy") is None and (none := none_graded(r["divergence"]["counts"])):
+        _say(console, none)
     _print_most_divergent(console, r["divergence"]["most_divergent"])
 
 
