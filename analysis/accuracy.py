@@ -44,7 +44,7 @@ def accuracy(counts: Mapping[str, int], baseline: Mapping[str, int] | None = Non
         "mcnemar_p": mcnemar_exact(rw, wr),
         "mcnemar_test": "exact" if rw + wr <= EXACT_UP_TO else "normal approximation",
         "unanswered": int(counts.get("known_unanswered", 0)),
-        # items on which the grader read no answer on a side (``number``: no number): neither right nor wrong
+        # items on which the grader read no answer on a side (no number, letter, JSON value or match): neither right nor wrong
         "undecided": int(counts.get("known_undecided", 0)),
         # readings and comparisons the grader gave up on (math-verify's timeout): no answer, not a crash
         "timed_out": int(counts.get("extract_timed_out", 0)),

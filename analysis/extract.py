@@ -32,8 +32,9 @@ class Grader(Protocol):
         """Whether ``reading`` is the answer ``gold`` is (gold first: a comparison may be one-sided)."""
 
     def decides(self, reading: Any) -> bool:
-        """Whether ``same`` can grade the reading against a known answer: an answer ``number`` reads no number in
-        is undecided, neither right nor wrong (a score leaves it out and counts it apart)."""
+        """Whether ``same`` can grade the reading against a known answer: an answer the grader read nothing in (no
+        number, no option letter, no JSON value, no match) is undecided, neither right nor wrong (a score leaves it
+        out and counts it apart), so that empty or cut answers pass for fewer answers, not worse ones."""
 
     def timed_out(self) -> int:
         """How many readings and comparisons were given up so far (too slow): none for equality."""
@@ -42,13 +43,13 @@ class Grader(Protocol):
 class Readings:
     """A grader of readings that are one answer where they are equal strings (``number``,
     ``choice``, ``json``, ``regex:``); a known answer it reads nothing in is its own text.
-    ``number``'s is undecided on an answer it reads nothing in (``undecided_unread``): it can't read one
-    ("the answer is forty-two", a text cut short), which is no wrong answer (it was counted one)."""
+    An answer it reads nothing in is undecided (``decides``): no number ("the answer is forty-two"), no option
+    letter, no JSON value, no match of the pattern (an empty answer, a text cut short) is no answer read, not a
+    wrong one (it was counted one)."""
 
-    def __init__(self, read: Callable[[str], str | None], math_references: bool = False, undecided_unread: bool = False) -> None:
+    def __init__(self, read: Callable[[str], str | None], math_references: bool = False) -> None:
         self.read = read
         self.math_references = math_references  # ``number``'s: a known answer is LaTeX (``as_math``)
-        self.undecided_unread = undecided_unread
 
     def known(self, reference: str) -> str:
         return self.read(as_math(reference) if self.math_references else reference) or reference
@@ -60,7 +61,7 @@ class Readings:
         return gold == reading
 
     def decides(self, reading: str | None) -> bool:
-        return reading is not None or not self.undecided_unread
+        return reading is not None
 
     def timed_out(self) -> int:
         return 0
@@ -110,6 +111,8 @@ def json_value(text: str) -> str | None:
 
 
 def regex(pattern: str) -> Callable[[str], str | None]:
+    """The first match's group 1 (the whole match where the pattern has no group); None, nothing read, where
+    nothing matched or group 1 took no part in the match."""
     compiled = re.compile(pattern)
 
     def extract(text: str) -> str | None:
@@ -147,4 +150,4 @@ def grader(spec: str) -> Grader:
         from .extract_math import MathVerify
 
         return MathVerify()
-    return Readings(extractor(spec), math_references=spec == "number", undecided_unread=spec == "number")
+    return Readings(extractor(spec), math_references=spec == "number")

@@ -762,7 +762,7 @@ def _count_answers(
     The known answer is read by the same grader ("3.50" is the number 3.5). A turn on which both
     sides only called tools their clients run is a step towards the answer, not one; a side that answered nothing (an
     error, a failed request) gave no wrong answer: such items are counted apart (``known_unanswered``), and so are
-    those with a side whose answer the grader can't grade (``decides``: ``number`` read no number), ``known_undecided``.
+    those with a side whose answer the grader can't grade (``decides``: nothing read, no number, letter, JSON value or match), ``known_undecided``.
     A reading or comparison the grader gave up on (math-verify's timeout) is no answer, and counted
     (``extract_timed_out``).
     """

@@ -238,7 +238,7 @@ def test_an_answer_number_reads_no_number_in_is_undecided_neither_right_nor_wron
         write_capture(tmp_path / side, [{"body": _chat(q), "chunks": _reply(t)} for q, t in zip(refs, texts, strict=True)])
     number = grader("number")
     assert not number.decides(number.read(answers["b"][0])) and number.decides(number.read(answers["a"][0]))
-    assert grader("choice").decides(None)  # the other graders: nothing read is no answer, as it was
+    assert not grader("choice").decides(None)  # so do the others: tests/analysis/test_undecided_graders.py
 
     result = compare(tmp_path / "a", tmp_path / "b", extract="number", references=refs)
     acc = result["accuracy"]
