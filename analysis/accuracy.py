@@ -8,8 +8,9 @@ flips collapses to a point where a kind of flip is empty: +100 to +100 on two it
 McNemar's exact test on the items that flipped. A baseline (a second run of A's own configuration)
 gives the difference that happens with nothing changed: a difference inside its interval is no
 finding. Items a side did not answer (an error, a failed request) are not wrong answers: they are
-left out and counted, so that availability doesn't pass for accuracy; so are items on which the
-grader could read no answer on a side (undecided), so that a reading's limits don't pass for one either.
+left out and counted, so that availability doesn't pass for accuracy. An answer the grader read nothing in
+(no number, letter, JSON value or match: empty, or cut short before its answer) is wrong, as benchmarks
+grade it, and counted per side (``unread``), so that a grader's limits are seen beside the score.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ def accuracy(counts: Mapping[str, int], baseline: Mapping[str, int] | None = Non
         "mcnemar_p": mcnemar_exact(rw, wr),
         "mcnemar_test": "exact" if rw + wr <= EXACT_UP_TO else "normal approximation",
         "unanswered": int(counts.get("known_unanswered", 0)),
-        # items on which the grader read no answer on a side (no number, letter, JSON value or match): neither right nor wrong
-        "undecided": int(counts.get("known_undecided", 0)),
+        # of each side's wrong answers, those the grader read nothing in (no number, letter, JSON value or match)
+        "unread": {"a": int(counts.get("known_unread_a", 0)), "b": int(counts.get("known_unread_b", 0))},
         # readings and comparisons the grader gave up on (math-verify's timeout): no answer, not a crash
         "timed_out": int(counts.get("extract_timed_out", 0)),
     }
@@ -63,13 +64,16 @@ def accuracy(counts: Mapping[str, int], baseline: Mapping[str, int] | None = Non
 
 def none_graded(counts: Mapping[str, int]) -> str | None:
     """Where no item with a known answer was graded (``accuracy`` is None) but some were left out, the line
-    that says so: all of them undecided or unanswered is no score, and no silence either."""
-    undecided, unanswered = int(counts.get("known_undecided", 0)), int(counts.get("known_unanswered", 0))
-    if not (undecided or unanswered):
+    that says so: all of them unanswered is no score, and no silence either."""
+    unanswered = int(counts.get("known_unanswered", 0))
+    if not unanswered:
         return None
-    parts = [f"{undecided} undecided: no answer read on a side"] * bool(undecided)
-    parts += [f"{unanswered} not answered on a side (an error or a failed request)"] * bool(unanswered)
-    return "known answers: none graded, all left out: " + "; ".join(parts)
+    return f"known answers: none graded, all left out: {unanswered} not answered on a side (an error or a failed request)"
+
+
+def unread_words(unread: Mapping[str, int]) -> str:
+    """``accuracy``'s ``unread`` in words: the wrong answers the grader read nothing in, per side."""
+    return f"counted wrong, no answer read in them: A's {unread['a']}, B's {unread['b']} (nothing the grader reads)"
 
 
 def difference_interval(rb: int, wb: int, rw: int, wr: int) -> tuple[float, float] | None:
@@ -144,8 +148,8 @@ def _verdict(acc: dict[str, Any]) -> str:
     )
     if acc["unanswered"]:
         text += f"; {acc['unanswered']} left out, not answered on a side (an error or a failed request)"
-    if acc["undecided"]:
-        text += f"; {acc['undecided']} left out, undecided: no answer read on a side (neither right nor wrong)"
+    if any(acc["unread"].values()):
+        text += f"; {unread_words(acc['unread'])}"
     if acc["timed_out"]:
         text += f"; {acc['timed_out']} readings or comparisons took too long and were given up: no answer, not the same"
     chance = acc["mcnemar_p"] >= 0.05

@@ -32,9 +32,10 @@ class Grader(Protocol):
         """Whether ``reading`` is the answer ``gold`` is (gold first: a comparison may be one-sided)."""
 
     def decides(self, reading: Any) -> bool:
-        """Whether ``same`` can grade the reading against a known answer: an answer the grader read nothing in (no
-        number, no option letter, no JSON value, no match) is undecided, neither right nor wrong (a score leaves it
-        out and counts it apart), so that empty or cut answers pass for fewer answers, not worse ones."""
+        """Whether the grader read an answer at all: one it read nothing in (no number, no option letter, no JSON
+        value, no match: an empty answer, one cut short, "forty-two") is graded wrong, as benchmarks grade it, and
+        counted apart per side (``known_unread_a``/``_b``), so that a grader's limits are seen: left out of the
+        score, a side whose answers were cut short before their number scored as high as one that answered."""
 
     def timed_out(self) -> int:
         """How many readings and comparisons were given up so far (too slow): none for equality."""
@@ -43,9 +44,8 @@ class Grader(Protocol):
 class Readings:
     """A grader of readings that are one answer where they are equal strings (``number``,
     ``choice``, ``json``, ``regex:``); a known answer it reads nothing in is its own text.
-    An answer it reads nothing in is undecided (``decides``): no number ("the answer is forty-two"), no option
-    letter, no JSON value, no match of the pattern (an empty answer, a text cut short) is no answer read, not a
-    wrong one (it was counted one)."""
+    An answer it reads nothing in (``decides``: no number, "the answer is forty-two", no option letter, no JSON
+    value, no match of the pattern, an empty answer, a text cut short) is wrong, and counted apart as unread."""
 
     def __init__(self, read: Callable[[str], str | None], math_references: bool = False) -> None:
         self.read = read

@@ -762,7 +762,9 @@ def _count_answers(
     The known answer is read by the same grader ("3.50" is the number 3.5). A turn on which both
     sides only called tools their clients run is a step towards the answer, not one; a side that answered nothing (an
     error, a failed request) gave no wrong answer: such items are counted apart (``known_unanswered``), and so are
-    those with a side whose answer the grader can't grade (``decides``: nothing read, no number, letter, JSON value or match), ``known_undecided``.
+    a side's answer the grader read nothing in (``decides``: no number, letter, JSON value or match) is wrong, and
+    counted apart (``known_unread_a``, ``known_unread_b``): a side cut short before its answer is worse, not
+    less counted.
     A reading or comparison the grader gave up on (math-verify's timeout) is no answer, and counted
     (``extract_timed_out``).
     """
@@ -775,12 +777,15 @@ def _count_answers(
         item["reference"] = reference
         if not (_answered(sa) and _answered(sb)):
             counts["known_unanswered"] += 1
-        elif not (extract.decides(read_a) and extract.decides(read_b)):
-            item["undecided"] = [not extract.decides(read_a), not extract.decides(read_b)]
-            counts["known_undecided"] += 1  # no answer the grader could read: neither right nor wrong
         else:
             known = extract.known(reference)
-            counts[_FLIPS[(extract.same(known, read_a), extract.same(known, read_b))]] += 1
+            read = (extract.decides(read_a), extract.decides(read_b))
+            counts[_FLIPS[(read[0] and extract.same(known, read_a), read[1] and extract.same(known, read_b))]] += 1
+            if not all(read):  # graded wrong, and said: the grader read no answer in it
+                item["unread"] = [not read[0], not read[1]]
+                for side, was_read in zip("ab", read, strict=True):
+                    if not was_read:
+                        counts[f"known_unread_{side}"] += 1
     if extract.timed_out() > gave_up:
         counts["extract_timed_out"] += extract.timed_out() - gave_up
 

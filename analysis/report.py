@@ -314,8 +314,8 @@ def _accuracy(acc: dict[str, Any] | None) -> list[str]:
             f"{acc['wrong_to_right']}, {acc['right_to_wrong']} (exact McNemar p {acc['mcnemar_p']:.3g})",
         ],
     ]
-    if acc.get("undecided"):  # no answer read on a side: neither right nor wrong
-        rows.append(["undecided (no answer read on a side), left out", str(acc["undecided"])])
+    if any((unread := acc.get("unread") or {}).values()):  # wrong, the grader read nothing in them
+        rows.append(["of the wrong, no answer read in them", f"A {unread['a']}, B {unread['b']}"])
     if acc.get("noise_floor"):
         rows.append(["noise floor: A against its own second run", f"{acc['noise_floor']['flips']} flips"])
     return ["<h3>Known answers</h3>", _table(["", ""], rows), f"<p>{html.escape(acc['verdict'])}</p>"]

@@ -442,8 +442,8 @@ def _print_accuracy(console: Console, acc: dict[str, Any] | None) -> None:
     table.add_row(
         f"right, of {acc['items']}", f"{acc['a_right']} ({acc['a_rate']:.0%})", f"{acc['b_right']} ({acc['b_rate']:.0%})"
     )
-    if acc.get("undecided"):  # no answer read on a side: neither right nor wrong, so in neither column's score
-        table.add_row("undecided, left out", str(acc["undecided"]), str(acc["undecided"]))
+    if any((unread := acc.get("unread") or {}).values()):  # wrong, the grader read nothing in them
+        table.add_row("of the wrong, no answer read", str(unread["a"]), str(unread["b"]))
     console.print(table, markup=False)
     _say(console, acc["verdict"])
 

@@ -242,7 +242,7 @@ def known_answers(comparisons: list[dict[str, Any]], study: dict[str, Any]) -> l
             "of": acc["items"],
             "against_a": None,
             "left_out": acc.get("unanswered", 0),
-            "undecided": acc.get("undecided", 0),
+            "unread": (acc.get("unread") or {}).get("a", 0),
         },
         {"run": "A again, unchanged: the noise floor", "right": None, "of": noise.get("items"), "flips": noise.get("flips")},
         {
@@ -251,7 +251,7 @@ def known_answers(comparisons: list[dict[str, Any]], study: dict[str, Any]) -> l
             "of": acc["items"],
             "against_a": acc,
             "left_out": acc.get("unanswered", 0),
-            "undecided": acc.get("undecided", 0),
+            "unread": (acc.get("unread") or {}).get("b", 0),
         },
     ]
     for each in comparisons:
@@ -264,7 +264,7 @@ def known_answers(comparisons: list[dict[str, Any]], study: dict[str, Any]) -> l
                     "of": other["items"],
                     "against_a": other,
                     "left_out": other.get("unanswered", 0),
-                    "undecided": other.get("undecided", 0),
+                    "unread": (other.get("unread") or {}).get("b", 0),
                 }
             )
     return rows
@@ -304,13 +304,11 @@ def known_answers_lines(rows: list[dict[str, Any]]) -> list[str]:
             lines.append(f"  {row['run']:<{width}}  {row['flips']:>3} of {row['of']} answers flipped between right and wrong")
             continue
         text = f"  {row['run']:<{width}}  {row['right']:>3} of {row['of']} right"
-        # an answer a side didn't give (a failed or unfinished one), or one no number was read in, is no wrong answer
-        unanswered, undecided = row.get("left_out", 0), row.get("undecided", 0)
-        if unanswered and undecided:
-            text += f" ({unanswered + undecided} left out: {unanswered} not answered on a side, {undecided} undecided)"
-        elif unanswered or undecided:
-            why = "not answered on a side" if unanswered else "undecided, no number read on a side"
-            text += f" ({unanswered + undecided} left out: {why})"
+        # an answer a side didn't give (a failed request) is no wrong answer; one no number was read in is one, said
+        if unanswered := row.get("left_out", 0):
+            text += f" ({unanswered} left out: not answered on a side)"
+        if unread := row.get("unread", 0):
+            text += f" ({unread} wrong with no number read in them)"
         if (acc := row.get("against_a")) is not None:
             ci = acc["difference_ci95_points"]
             text += (

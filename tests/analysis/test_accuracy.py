@@ -226,9 +226,9 @@ def test_known_answers_are_read_by_the_extraction_and_only_answers_are_scored(tm
     assert (acc["items"], acc["a_right"]) == (1, 1)
 
 
-def test_an_answer_number_reads_no_number_in_is_undecided_neither_right_nor_wrong(tmp_path):
-    """An answer with no number in it ("forty-two", cut short) was scored wrong, as if the grader had read a wrong
-    number: it is undecided, left out of the score and counted apart, in the verdict, compare's table and the report."""
+def test_an_answer_number_reads_no_number_in_is_wrong_and_said(tmp_path):
+    """An answer with no number in it ("forty-two", or cut short) is wrong, as benchmarks grade it, and counted
+    apart per side, in the verdict, compare's table, the report and the demo's lines: a grader's limits seen."""
     refs = {"What is 6 * 7?": "42", "What is 2 + 2?": "4", "What is 3 + 3?": "6"}
     answers = {
         "a": ["6 * 7 = 42", "2 + 2 = 4", "3 + 3 = 5"],
@@ -238,27 +238,27 @@ def test_an_answer_number_reads_no_number_in_is_undecided_neither_right_nor_wron
         write_capture(tmp_path / side, [{"body": _chat(q), "chunks": _reply(t)} for q, t in zip(refs, texts, strict=True)])
     number = grader("number")
     assert not number.decides(number.read(answers["b"][0])) and number.decides(number.read(answers["a"][0]))
-    assert not grader("choice").decides(None)  # so do the others: tests/analysis/test_undecided_graders.py
+    assert not grader("choice").decides(None)  # so do the others: tests/analysis/test_unread_answers.py
 
     result = compare(tmp_path / "a", tmp_path / "b", extract="number", references=refs)
     acc = result["accuracy"]
-    assert (acc["items"], acc["a_right"], acc["b_right"], acc["undecided"], acc["unanswered"]) == (2, 1, 2, 1, 0), acc
-    assert (acc["wrong_to_right"], acc["right_to_wrong"]) == (1, 0)
-    assert result["divergence"]["counts"]["known_undecided"] == 1
-    assert "1 left out, undecided: no answer read on a side" in acc["verdict"]
+    assert (acc["items"], acc["a_right"], acc["b_right"], acc["unread"], acc["unanswered"]) == (3, 2, 2, {"a": 0, "b": 1}, 0)
+    assert (acc["wrong_to_right"], acc["right_to_wrong"]) == (1, 1)
+    assert result["divergence"]["counts"]["known_unread_b"] == 1 and "known_unread_a" not in result["divergence"]["counts"]
+    assert "counted wrong, no answer read in them: A's 0, B's 1" in acc["verdict"]
     itself = compare(tmp_path / "a", tmp_path / "a", extract="number", references=refs)["accuracy"]
-    assert (itself["items"], itself["undecided"]) == (3, 0) and "undecided" not in itself["verdict"]
+    assert (itself["items"], itself["unread"]) == (3, {"a": 0, "b": 0}) and "no answer read" not in itself["verdict"]
 
     (tmp_path / "refs.json").write_text(json.dumps(refs))
     argv = [str(tmp_path / "a"), str(tmp_path / "b"), "--extract", "number", "--reference", str(tmp_path / "refs.json")]
-    out = CliRunner().invoke(cli, ["compare", *argv])
+    out = CliRunner().invoke(cli, ["compare", *argv], env={"COLUMNS": "300"})
     assert out.exit_code == 0, out.output
-    assert "undecided, left out" in out.output and "1 left out, undecided" in out.output, out.output
+    assert "of the wrong, no answer read" in out.output and "counted wrong, no answer read in them" in out.output
     page = render(tmp_path / "a", tmp_path / "b", extract="number", references=refs)
-    assert "undecided (no answer read on a side), left out" in page
+    assert "of the wrong, no answer read in them" in page
     study = compare(tmp_path / "a", tmp_path / "b", baseline=tmp_path / "a", extract="number", references=refs)
     lines = known_answers_lines(known_answers([], study))  # the demo's known answers
-    assert sum("(1 left out: undecided, no number read on a side)" in line for line in lines) == 2, lines
+    assert sum("(1 wrong with no number read in them)" in line for line in lines) == 1, lines
 
 
 def _responses(*items: dict) -> list[bytes]:
@@ -295,16 +295,11 @@ def test_an_answer_of_server_tool_calls_only_is_graded_one_of_client_calls_only_
             write_capture(tmp_path / str(i) / side, [{"path": path, "body": body, "chunks": answer, "content_type": ctype}])
         result = compare(tmp_path / str(i) / "a", tmp_path / str(i) / "b", extract="number", references={"What is 2 + 2?": "4"})
         counts = result["divergence"]["counts"]
-        if graded:  # no text on either side: graded, and undecided (no number read), no score of right or wrong
-            assert counts["known_undecided"] == 1 and result["accuracy"] is None, (name, counts)
-            said = "known answers: none graded, all left out: 1 undecided: no answer read on a side"
-            (tmp_path / "refs.json").write_text(json.dumps({"What is 2 + 2?": "4"}))
-            argv = [str(tmp_path / str(i) / side) for side in "ab"] + ["--extract", "number", "--reference", str(tmp_path / "refs.json")]  # fmt: skip
-            out = CliRunner().invoke(cli, ["compare", *argv])
-            assert out.exit_code == 0 and said in out.output, out.output
-            assert said in render(*argv[:2], extract="number", references={"What is 2 + 2?": "4"})
+        if graded:  # no text on either side: graded, wrong on both (no number read in either), and said
+            assert counts["wrong_both"] == 1 and result["accuracy"]["items"] == 1, (name, counts)
+            assert result["accuracy"]["unread"] == {"a": 1, "b": 1}
         else:  # a step: the client runs its call, the answer comes after: not graded at all
-            assert "known_undecided" not in counts and result["accuracy"] is None, (name, counts)
+            assert "wrong_both" not in counts and result["accuracy"] is None, (name, counts)
 
 
 def test_an_answer_whose_client_left_after_its_end_marker_is_answered(tmp_path):
