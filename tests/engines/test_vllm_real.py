@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -206,7 +207,8 @@ def test_metrics_count_a_request_in_flight(vllm_engine):
     seen: list[tuple[int | None, float]] = []  # (requests inside, tokens generated since), as read
     with httpx.stream("POST", f"{vllm_engine.url}/v1/chat/completions", json=body, timeout=120) as stream:
         next(stream.iter_raw())  # the headers and first bytes: vLLM has taken the request
-        while not seen or (seen[-1][0] != 1 and seen[-1][1] < LONG):
+        deadline = time.monotonic() + 120  # a counter that stops moving ends the wait too
+        while not seen or (seen[-1][0] != 1 and seen[-1][1] < LONG and time.monotonic() < deadline):
             seen.append((requests_inside(vllm_engine.url, "vllm"), _generated(vllm_engine.url) - start))
             threading.Event().wait(0.05)
         assert seen[-1][0] == 1, f"no request counted while the engine generated (inside, generated): {seen}"
