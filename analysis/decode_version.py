@@ -102,4 +102,5 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 80: enrichments.ord (the record's place: between two of one wall the later is taken) and
 #: enrichments.attached (false: it names an id several exchanges carry, attached to none).
 #: 81: requests.digest of a media route's request only where it is a POST (GET /v1/videos lists, it generates nothing).
-DECODE_VERSION = 81
+#: 82: requests.digest of a multipart body with its boundary written as one (identity.asked_body).
+DECODE_VERSION = 82

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infertap.capture.identity import asked_headers, asked_query
+from infertap.capture.identity import asked_body, asked_headers, asked_query
 from infertap.capture.records import request_body_unknown
 
 
@@ -42,7 +42,7 @@ def _request_key(x: dict[str, Any]) -> tuple[Any, ...]:
     """``summaries.request_key``'s rule: the query (``asked_query``) and the headers that change what
     it asks (``asked_headers``) count; a body not kept (``request_body_unknown``) is identical to
     none: keyed by the record itself."""
-    body = id(x) if request_body_unknown(x) else x["request_body"]
+    body = id(x) if request_body_unknown(x) else x["request_body"] and asked_body(x["request_body"], x.get("request_headers"))
     return (x["method"], x["path"], asked_query(x.get("query")), tuple(asked_headers(x.get("request_headers"))), body)
 
 

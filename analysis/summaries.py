@@ -35,7 +35,7 @@ from infertap.apis import NOT_IN_FILE, NOT_KEPT, TOO_LARGE, Output, decoded_chun
 from infertap.apis.chat_stream import read_plainest_chat_stream
 from infertap.apis.embeddings import is_embeddings, read_embeddings
 from infertap.apis.read import not_in_file, response_not_kept
-from infertap.capture.identity import asked_headers, asked_query
+from infertap.capture.identity import asked_body, asked_headers, asked_query
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import delivered, request_body_unknown
 
@@ -126,7 +126,8 @@ BATCH_BYTES = 8 << 20
 #: 66: request_key holds the query (less a redacted credential parameter) where there is one: two
 #: requests of one body to another ?api-version= are no identical request.
 #: 67: an embeddings answer's place in the side's vectors file (float32), or why it was not read: compare's cosine.
-SUMMARY_VERSION = 67
+#: 68: request_key takes a multipart body with its boundary written as one (identity.asked_body).
+SUMMARY_VERSION = 68
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -308,11 +309,13 @@ def request_key(record: dict[str, Any]) -> bytes:
     the identical-request rule matches on. The query and the asked headers (``anthropic-beta``, ...)
     are read as the workload identity reads them (``asked_query``: a redacted credential parameter
     left out; ``asked_headers``); a request without them keys as before. A body not kept
-    (``request_body_unknown``) is equal to no other request's: its exchange's own key."""
+    (``request_body_unknown``) is equal to no other request's: its exchange's own key. A multipart
+    body's boundary counts as none (``asked_body``)."""
     if request_body_unknown(record):
         own = repr(("unknown body", record.get("id"), record.get("seq"), record.get("wall"), record.get("start_ns")))
         return _digest(own.encode("utf-8", "surrogatepass"))
     body = record["request_body"]
+    body = body if body is None else asked_body(body, record.get("request_headers"))
     asked = asked_headers(record.get("request_headers"))
     query = asked_query(record.get("query"))
     fields = (record["method"], record["path"], body is None, *([tuple(asked)] if asked else []), *([query] if query else []))

@@ -114,9 +114,35 @@ def request_digest(method: str, path: str, query: str | None, body: bytes, heade
     return h.digest()
 
 
+#: What a multipart body's boundary is written as where it is hashed: ``asked_body``.
+BOUNDARY = b"infertap-boundary"
+
+
+def asked_body(body: bytes, headers: Iterable[Iterable[str]] | None) -> bytes:
+    """A request's body as its identity takes it: a ``multipart/form-data`` body (an image to edit,
+    audio to transcribe) with the boundary its Content-Type names written as ``BOUNDARY``. A client
+    draws a new boundary for every request (httpx, which the OpenAI SDK sends with, a random one), so
+    the same upload sent twice was two different requests; any other body as it is."""
+    if not body or b"--" not in body:
+        return body
+    for pair in headers or ():
+        name, value = (list(pair) + ["", ""])[:2]
+        if isinstance(name, str) and name.lower() == "content-type" and isinstance(value, str):
+            kind, _, params = value.partition(";")
+            if kind.strip().lower() != "multipart/form-data":
+                return body
+            for param in params.split(";"):
+                key, _, boundary = param.strip().partition("=")
+                if key.strip().lower() == "boundary" and (boundary := boundary.strip().strip('"')):
+                    return body.replace(b"--" + boundary.encode("latin-1", "replace"), b"--" + BOUNDARY)
+            return body
+    return body
+
+
 def exchange_digest(record: dict[str, Any], asked: Sequence[tuple[str, str]] | None = None) -> bytes:
-    """``request_digest`` of an exchange record's request (``asked``: its ``asked_headers``, where read already)."""
-    body = record.get("request_body") or b""
+    """``request_digest`` of an exchange record's request (``asked``: its ``asked_headers``, where read
+    already), a multipart body's boundary written as one (``asked_body``)."""
+    body = asked_body(record.get("request_body") or b"", record.get("request_headers"))
     asked = asked_headers(record.get("request_headers")) if asked is None else asked
     return request_digest(record.get("method") or "", record.get("path") or "", record.get("query"), body, asked)
 

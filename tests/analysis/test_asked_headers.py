@@ -195,4 +195,8 @@ def test_the_identity_says_which_rule_hashed_it(tmp_path, monkeypatch):
             assert group["workload"]["identity"]["short"] == expected.short
         card = claim(tmp_path / name, cache_dir=tmp_path / "cache")["workload"]
         assert card["value"]["short"] == expected.short and field_text("workload", card).startswith(expected.short)
-    assert compare(tmp_path / "beta", tmp_path / "none")["traffic"]["a"]["short"].startswith("wl2:")
+    # compare says each side's under its own tag (a request both sent first, so that something pairs).
+    _capture(tmp_path / "beta2", [*no_asked, ["anthropic-beta", "context-management-2025-06-27"]], shared=True)
+    _capture(tmp_path / "none2", no_asked, shared=True)
+    t = compare(tmp_path / "beta2", tmp_path / "none2")["traffic"]
+    assert t["a"]["short"] == workload_identity(tmp_path / "beta2").short and t["a"]["short"].startswith("wl2:")

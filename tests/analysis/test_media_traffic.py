@@ -179,3 +179,37 @@ def test_a_listing_of_videos_is_no_video_generation_request(tmp_path, monkeypatc
         capture = analysis.query("SELECT capture FROM captures").rows[0][0]
         found = capture_identity(analysis, capture)
     assert made.media_requests == found.media_requests == 1 and made.media == found.media
+
+
+def _edit(image: bytes, boundary: str, at: float) -> dict:
+    """What images.edit(model=..., image=..., prompt=...) sends: multipart, with the boundary httpx drew for it."""
+    parts = [
+        (b'Content-Disposition: form-data; name="model"', b"gpt-image-1"),
+        (b'Content-Disposition: form-data; name="prompt"', b"add a hat"),
+        (b'Content-Disposition: form-data; name="image"; filename="fox.png"\r\nContent-Type: image/png', image),
+    ]
+    body = b"".join(b"--" + boundary.encode() + b"\r\n" + head + b"\r\n\r\n" + value + b"\r\n" for head, value in parts)
+    return {
+        "path": "/v1/images/edits",
+        "body": body + b"--" + boundary.encode() + b"--\r\n",
+        "headers": [["content-type", f"multipart/form-data; boundary={boundary}"]],
+        "chunks": [json.dumps({"created": 1, "data": [{"b64_json": "iVBORw0KGgo="}]}).encode()],
+        "offset_s": at,
+    }
+
+
+def test_an_upload_is_the_same_request_whatever_boundary_its_client_drew(tmp_path, monkeypatch):
+    """A multipart body (an image to edit) carries a boundary its client draws anew for every request (httpx's is
+    random): the same edit recorded twice was two different requests, and two runs of it "NOT identical"."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
+    write_capture(tmp_path / "first", [*TEXT, _edit(png, "4f1c2a9e8b7d6c5a", 1)], run_wall=WALL)
+    write_capture(tmp_path / "second", [*TEXT, _edit(png, "0d9e8f7a6b5c4d3e", 1)], run_wall=WALL)
+    write_capture(tmp_path / "other", [*TEXT, _edit(png[:-1] + b"\x00", "0d9e8f7a6b5c4d3e", 1)], run_wall=WALL)
+    # Must match: the same upload under another boundary, in both computations of the identity.
+    t = compare(tmp_path / "first", tmp_path / "second")["traffic"]
+    assert t["identical"], t["how"]
+    assert workload_identity(tmp_path / "first").media == workload_identity(tmp_path / "second").media
+    # Must differ: another image under the same boundary.
+    t = compare(tmp_path / "second", tmp_path / "other")["traffic"]
+    assert not t["identical"] and t["media"] == {"image": {"a": 1, "b": 1, "only_a": 1, "only_b": 1}}
