@@ -6,7 +6,8 @@ tokens: ``messages``, ``prompt`` or ``input``; not ``/v1/models``, ``/tokenize``
 infertap refused itself (the engine never saw them). Two hashes identify it:
 
 - ``workload``: sha256 over each request's digest in send order, a request's digest being the
-  sha256 of ``METHOD SP PATH[?QUERY] LF`` followed by its exact body bytes. Headers don't count,
+  sha256 of ``METHOD SP PATH[?QUERY] LF`` followed by its exact body bytes (a multipart body's
+  boundary written as one, ``asked_body``). Headers don't count,
   but for those that change what a request asks (``ASKED_HEADERS``: ``anthropic-beta``,
   ``anthropic-version``, ``OpenAI-Beta``), which go on the first line where sent.
 - ``schedule``: sha256 over the requests' send times relative to the first one, in whole
