@@ -101,4 +101,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: duration that is no integer ns or is negative unknown (it was read as a negative or fractional time).
 #: 80: enrichments.ord (the record's place: between two of one wall the later is taken) and
 #: enrichments.attached (false: it names an id several exchanges carry, attached to none).
-DECODE_VERSION = 80
+#: 81: exchanges.error_message of llama.cpp's stream errors: an older build's ``error:`` SSE field and its
+#: Anthropic route's bare ``{"code", "message", "type"}`` error event (both were read as no error).
+DECODE_VERSION = 81
