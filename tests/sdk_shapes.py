@@ -193,6 +193,11 @@ def anthropic_error(body: dict[str, Any]) -> dict[str, Any]:
     return _checked(AnthropicErrorResponse.model_validate(body), body)
 
 
+def error_body(message: str, kind: str = "server_error") -> dict[str, Any]:
+    """OpenAI's error body saying ``message``, whole as OpenAI sends it (``param`` and ``code`` null), checked."""
+    return openai_error({"error": {"message": message, "type": kind, "param": None, "code": None}})
+
+
 class _Strict(BaseModel):
     """An engine's error model: nothing it doesn't name, and no value coerced (``"500"`` is not ``500``)."""
 
