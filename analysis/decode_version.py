@@ -103,4 +103,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: enrichments.attached (false: it names an id several exchanges carry, attached to none).
 #: 81: requests.digest of a media route's request only where it is a POST (GET /v1/videos lists, it generates nothing).
 #: 82: requests.digest of a multipart body with its boundary written as one (identity.asked_body).
-DECODE_VERSION = 82
+#: 83: exchanges.error_message of llama.cpp's stream errors: an older build's ``error:`` SSE field and its
+#: Anthropic route's bare ``{"code", "message", "type"}`` error event (both were read as no error).
+DECODE_VERSION = 83

@@ -41,9 +41,11 @@ log = logging.getLogger("infertap.proxy")
 _DISCONNECT_GRACE_S = 0.05
 
 
-def _error_body(status: int, kind: str, message: str) -> bytes:
-    # OpenAI's error shape, so SDKs surface the message instead of a parse failure.
-    return json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
+def _error_body(kind: str, message: str) -> bytes:
+    """OpenAI's error body, whole, so SDKs surface the message instead of a parse failure: ``param`` and
+    ``code`` null, as OpenAI's ``ErrorObject`` has them (a string or null: the HTTP status sent as an int
+    ``code`` was no OpenAI body, and a typed client reading ``code`` as a string fails on it)."""
+    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": None}}).encode()
 
 
 #: A hand-off to a client whose connection was full that took longer than this waited for it: the
@@ -475,7 +477,7 @@ class RecordingProxy:
     @staticmethod
     async def _send_error(send: Send, record: Exchange, status: int, kind: str, message: str, close: bool = False) -> None:
         """``close``: the connection ends with this answer (what follows on it is not HTTP)."""
-        body = _error_body(status, kind, message)
+        body = _error_body(kind, message)
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         if close:
             headers.append((b"connection", b"close"))

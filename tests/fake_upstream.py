@@ -137,8 +137,9 @@ def _texts(params: dict[str, Any], tag: str, n: int) -> list[str]:
 
 
 def _error_data(tag: str) -> bytes:
-    """vLLM's (and llama.cpp's) in-band error: an SSE event holding an error object."""
-    return b"data: " + json.dumps({"error": {"message": f"fake engine error {tag}", "code": 500}}).encode() + b"\n\n"
+    """vLLM's in-band error: an SSE event holding its error body (llama.cpp's is the same but for ``param``)."""
+    error = {"message": f"fake engine error {tag}", "type": "InternalServerError", "param": None, "code": 500}
+    return b"data: " + json.dumps(sdk_shapes.vllm_error({"error": error})).encode() + b"\n\n"
 
 
 def _completion_chunk(tag: str, text: str, finish: str | None) -> bytes:
@@ -216,7 +217,8 @@ class FakeUpstream:
             await chunk(b"<html><body>Service temporarily overloaded</body></html>", more=False)
         elif path == "/v1/chat/completions" and not params.get("stream", True) and params.get("error_body"):
             await start(200, b"application/json")  # an error object answered 200, as an overloaded gateway may
-            await chunk(json.dumps({"error": {"message": f"fake overloaded {tag}", "type": "server_error"}}).encode(), more=False)
+            error = {"message": f"fake overloaded {tag}", "type": "server_error", "param": None, "code": None}
+            await chunk(json.dumps(sdk_shapes.openai_error({"error": error})).encode(), more=False)
         elif path == "/v1/chat/completions" and not params.get("stream", True):
             await asyncio.sleep(pace)
             reply = {
@@ -273,10 +275,10 @@ class FakeUpstream:
                 await chunk(_message_event({"type": "content_block_delta", "index": 0, "delta": delta}))
                 if i == params.get("error_at"):  # an error event mid-stream, the answer going on after it
                     error = {"type": "error", "error": {"type": "overloaded_error", "message": f"Overloaded {tag}"}}
-                    await chunk(_event("error", error))
+                    await chunk(_event("error", sdk_shapes.anthropic_error(error)))
             if params.get("error_event"):  # Anthropic's in-band error (overloaded mid-stream): the stream's last event
                 error = {"type": "error", "error": {"type": "overloaded_error", "message": f"Overloaded {tag}"}}
-                await chunk(_event("error", error), more=False)
+                await chunk(_event("error", sdk_shapes.anthropic_error(error)), more=False)
                 self.completed.append(tag)
                 return
             await chunk(_message_event({"type": "content_block_stop", "index": 0}))
@@ -302,7 +304,7 @@ class FakeUpstream:
             for i, text in enumerate(_texts(params, tag, n)):
                 await chunk(_ollama_line(path, text, {"done": False}))
                 if i == params.get("error_at"):  # Ollama's in-band error: a line of its own
-                    await chunk(json.dumps({"error": f"fake ollama error {tag}"}).encode() + b"\n")
+                    await chunk(json.dumps(sdk_shapes.string_error({"error": f"fake ollama error {tag}"})).encode() + b"\n")
             end = {"done": True, "done_reason": "stop", "prompt_eval_count": 5, "eval_count": n}
             await chunk(_ollama_line(path, "", end), more=False)
             self.completed.append(tag)
@@ -368,10 +370,11 @@ class FakeUpstream:
         elif path.startswith("/status/"):
             code = int(path.rsplit("/", 1)[1])
             await start(code, b"application/json", [(b"set-cookie", b"session=upstream-secret-cookie")])
-            await chunk(json.dumps({"error": {"message": f"fake {code}", "code": code}}).encode(), more=False)
+            error = {"code": code, "message": f"fake {code}", "type": "server_error"}  # llama.cpp's
+            await chunk(json.dumps(sdk_shapes.llamacpp_error({"error": error})).encode(), more=False)
         else:
             await start(404, b"application/json")
-            await chunk(b'{"error": "not found"}', more=False)
+            await chunk(json.dumps(sdk_shapes.string_error({"error": "not found"})).encode(), more=False)
 
     async def _responses(self, params: dict[str, Any], tag: str, n: int, start: Any, chunk: Any) -> None:
         """A Responses API answer of ``n`` pieces of text, id ``resp_<tag>_<k>`` (the k-th request):

@@ -11,14 +11,16 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
+from anthropic.types import ErrorResponse as AnthropicErrorResponse
 from anthropic.types import Message, RawMessageStreamEvent
 from anthropic.types.beta import BetaMessage, BetaRawMessageStreamEvent
 from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response, ResponseOutputItem, ResponseStreamEvent
-from pydantic import BaseModel
+from openai.types.shared import ErrorObject as OpenAIErrorObject
+from pydantic import BaseModel, ConfigDict
 
 from tests.sdk_unions import members, type_of
 
@@ -167,6 +169,105 @@ def engine_shaped(check: Callable[[dict[str, Any]], dict[str, Any]], body: dict[
             choice.get("delta", {}).pop(key, None)
     check(bare)
     return body
+
+
+# Error bodies. The SDKs read an error body only as far as they raise on it (openai's ``APIError`` takes
+# ``body["error"]`` and reads ``message``, ``type``, ``param``, ``code``; anthropic's is ``ErrorResponse``); the
+# engines send their own variants, so each has a checker of its own, written from the engine's source.
+
+
+@_once_a_shape
+def openai_error(body: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's error body ``{"error": {"message", "type", "param", "code"}}``, the inner object as
+    ``openai.types.shared.ErrorObject`` reads it (``code`` a string or null: an int is not OpenAI's)."""
+    if set(body) != {"error"} or not isinstance(body["error"], dict):
+        raise AssertionError(f"an OpenAI error body is one object under 'error': {json.dumps(body)[:400]}")
+    _checked(OpenAIErrorObject.model_validate(body["error"]), body)
+    return body
+
+
+@_once_a_shape
+def anthropic_error(body: dict[str, Any]) -> dict[str, Any]:
+    """Anthropic's error body (an HTTP error's and the stream's ``event: error`` alike):
+    ``{"type": "error", "error": {"type", "message"}}``, as ``anthropic.types.ErrorResponse`` reads it."""
+    return _checked(AnthropicErrorResponse.model_validate(body), body)
+
+
+def error_body(message: str, kind: str = "server_error") -> dict[str, Any]:
+    """OpenAI's error body saying ``message``, whole as OpenAI sends it (``param`` and ``code`` null), checked."""
+    return openai_error({"error": {"message": message, "type": kind, "param": None, "code": None}})
+
+
+class _Strict(BaseModel):
+    """An engine's error model: nothing it doesn't name, and no value coerced (``"500"`` is not ``500``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class _VllmErrorInfo(_Strict):
+    message: str
+    type: str
+    param: str | None
+    code: int
+
+
+class _VllmError(_Strict):
+    """vLLM's error body since 0.10.2 (``vllm/entrypoints/serve/engine/protocol.py``: ``ErrorResponse`` holding
+    ``ErrorInfo``, ``code`` the HTTP status as an int), sent whole and, in a stream, as one ``data:`` event
+    (``create_streaming_error_response`` dumps the same model)."""
+
+    error: _VllmErrorInfo
+
+
+class _VllmLegacyError(_Strict):
+    """vLLM's error body before 0.10.2 (``vllm/entrypoints/openai/protocol.py``: ``ErrorResponse`` with
+    ``object = "error"`` and the fields at the top), which SGLang still sends."""
+
+    object: Literal["error"]
+    message: str
+    type: str
+    param: str | None
+    code: int
+
+
+class _LlamaCppErrorInfo(_Strict):
+    code: int
+    message: str
+    type: str
+    n_prompt_tokens: int | None = None  # only on exceed_context_size_error
+    n_ctx: int | None = None
+
+
+class _LlamaCppError(_Strict):
+    """llama.cpp server's error body (``tools/server``: ``format_error_response`` builds ``{"code", "message",
+    "type"}``, ``code`` the HTTP status as an int, and the reply wraps it in ``{"error": ...}``), whole and as a
+    stream's ``data:`` event."""
+
+    error: _LlamaCppErrorInfo
+
+
+class _StringError(_Strict):
+    """An error that is one string: Ollama's own API's (``server/routes.go``: ``gin.H{"error": err.Error()}``),
+    whole and as an NDJSON line mid-stream (its OpenAI routes, ``openai/openai.go``'s ``ErrorResponse``, send
+    OpenAI's shape), and vLLM's API-key refusal (``serve/middleware/authenticate.py``: ``{"error": "Unauthorized"}``)."""
+
+    error: str
+
+
+def _engine_error(model: type[BaseModel]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    def check(body: dict[str, Any]) -> dict[str, Any]:
+        model.model_validate(body)
+        return body
+
+    check.__name__ = check.__qualname__ = f"engine_error{model.__name__}"  # each its own key in _PASSED
+    check.__doc__ = model.__doc__
+    return _once_a_shape(check)
+
+
+vllm_error = _engine_error(_VllmError)
+vllm_legacy_error = _engine_error(_VllmLegacyError)
+llamacpp_error = _engine_error(_LlamaCppError)
+string_error = _engine_error(_StringError)
 
 
 # What every real answer carries beside what a test is about: spread these into a body so the SDK reads it.

@@ -47,7 +47,8 @@ class SlotEngine:
             # as an engine without that endpoint would: it takes no slot and is not served.
             self.other += 1
             await send({"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"application/json")]})
-            await send({"type": "http.response.body", "body": b'{"error": "not found"}', "more_body": False})
+            body = sdk_shapes.llamacpp_error({"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})
+            await send({"type": "http.response.body", "body": json.dumps(body).encode(), "more_body": False})
             return
         self.arrived += 1
         service_s = self.slow[1] if self.slow and self.arrived % self.slow[0] == 0 else self.service_s

@@ -183,12 +183,20 @@ def _unbrotli(chunks: Sequence[bytes], budget: _Budget) -> list[bytes]:
 
 
 def sse_events(body: bytes) -> list[str]:
-    """The data payloads of a text/event-stream body, in order (comments and other fields skipped)."""
+    """The data payloads of a text/event-stream body, in order (comments and other fields skipped).
+
+    An ``error:`` field is read as a payload ``{"error": ...}``: llama.cpp's server before its HTTP
+    rewrite (late 2025) sent a stream's error so (``server_sent_event(sink, "error", ...)``: a field
+    no SSE client reads, holding its bare ``{"code", "message", "type"}``), and skipping it read a
+    failed answer as one cut short with no error."""
     out = []
     for block in body.replace(b"\r\n", b"\n").split(b"\n\n"):
-        data = [line[5:].removeprefix(b" ") for line in block.split(b"\n") if line.startswith(b"data:")]
+        lines = block.split(b"\n")
+        data = [line[5:].removeprefix(b" ") for line in lines if line.startswith(b"data:")]
         if data:
             out.append(b"\n".join(data).decode("utf-8", errors="replace"))
+        elif error := [line[6:].strip() for line in lines if line.startswith(b"error:")]:
+            out.append('{"error": ' + b"\n".join(error).decode("utf-8", errors="replace") + "}")
     return out
 
 

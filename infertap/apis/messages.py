@@ -248,6 +248,10 @@ class Messages(Api):
             return Delta(known=True)
         if kind == "error":
             return Delta(known=True, error=error_of(obj) or "error event")
+        if isinstance(kind, str) and kind.endswith("_error") and isinstance(obj.get("message"), str):
+            # llama.cpp's Anthropic route: its own bare error object as the ``event: error``'s data
+            # (``{"code", "message", "type": "server_error"}``), not Anthropic's ``{"type": "error", ...}``
+            return Delta(known=True, error=obj["message"] or kind)
         return Delta()
 
     def counts(self, usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:

@@ -215,7 +215,7 @@ def test_known_answers_are_read_by_the_extraction_and_only_answers_are_scored(tm
         {"body": {"model": "m", "messages": answered}, "chunks": _reply("2 + 2 = 4")},
     ]
     write_capture(tmp_path / "a", [*common, {"body": _chat("What is 3 + 3?"), "chunks": _reply("3 + 3 = 6")}])
-    failed = {"body": _chat("What is 3 + 3?"), "chunks": [json.dumps({"error": {"message": "overloaded"}}).encode()], "status": 503}  # fmt: skip
+    failed = {"body": _chat("What is 3 + 3?"), "chunks": [json.dumps(sdk_shapes.error_body("overloaded")).encode()], "status": 503}  # fmt: skip
     write_capture(tmp_path / "b", [*common, failed])
     acc = compare(tmp_path / "a", tmp_path / "b", extract="number", references=refs)["accuracy"]
     assert (acc["items"], acc["a_right"], acc["b_right"], acc["unanswered"]) == (2, 2, 2, 1), acc

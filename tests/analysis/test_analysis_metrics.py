@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from infertap.analysis import Analysis
+from tests import sdk_shapes
 from tests.analysis_builders import (
     JSON_HEADERS,
     MS,
@@ -207,7 +208,9 @@ def test_incomplete_exchanges_end_at_their_last_byte_and_are_not_ok(load: Load) 
                 chunks=[(10, sse(event("a"))), (30, sse(event("b", finish="stop"), "[DONE]"))],
             ),
             exchange("refused", end="upstream_error", status=None, end_ms=3, chunks=[]),
-            exchange("http500", status=500, headers=JSON_HEADERS, chunks=[(7, b'{"error": {"message": "boom"}}')]),
+            exchange(
+                "http500", status=500, headers=JSON_HEADERS, chunks=[(7, json.dumps(sdk_shapes.error_body("boom")).encode())]
+            ),
         ]
     )
     gone, refused, http500 = metric(a, "gone"), metric(a, "refused"), metric(a, "http500")

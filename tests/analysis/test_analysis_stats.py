@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests import sdk_shapes
 from tests.extras import needs
 
 needs("hypothesis", "dev")
@@ -304,14 +305,18 @@ def test_a_200_that_reports_an_error_or_no_answer_is_no_answer(tmp_path: Path) -
     throughput. A GET that no adapter reads is no request for tokens and stays ok."""
     answers = [exchange(f"a{i}", sent_ms=100 * i, end_ms=100, chunks=usage_chunks(10, 90, 5)) for i in range(2)]
     failures = [
-        exchange("sse error", sent_ms=200, end_ms=3, chunks=[(2, sse({"error": {"message": "overloaded"}}))]),
+        exchange("sse error", sent_ms=200, end_ms=3, chunks=[(2, sse(sdk_shapes.error_body("overloaded")))]),
         exchange("vllm error", sent_ms=210, end_ms=3, chunks=[(2, sse({"object": "error", "message": "engine dead"}))]),
         exchange("nothing", sent_ms=220, end_ms=3, chunks=[(2, b"data: [DONE]\n\n")]),
         exchange(
-            "whole error", sent_ms=230, end_ms=3, headers=JSON_HEADERS, chunks=[(2, b'{"error": {"message": "overloaded"}}')]
+            "whole error",
+            sent_ms=230,
+            end_ms=3,
+            headers=JSON_HEADERS,
+            chunks=[(2, json.dumps(sdk_shapes.error_body("overloaded")).encode())],
         ),  # fmt: skip
         exchange(
-            "cut by an error", sent_ms=240, end_ms=3, chunks=[(1, sse(event("a"))), (2, sse({"error": {"message": "oom"}}))]
+            "cut by an error", sent_ms=240, end_ms=3, chunks=[(1, sse(event("a"))), (2, sse(sdk_shapes.error_body("oom")))]
         ),  # fmt: skip
     ]
     models = exchange("models", sent_ms=250, end_ms=1, request=b"", headers=JSON_HEADERS, chunks=[(1, b"not json")], method="GET", path="/v1/models")  # fmt: skip

@@ -100,7 +100,12 @@ def test_different_answers_differ_and_equal_ones_match(tmp_path, api):
 def test_an_answer_against_an_error_is_no_match_and_no_output_compared(tmp_path):
     """B failed: not the same outcome, and no output of B's to be similar or not to A's (it scored 0)."""
     a = _capture(tmp_path / "a", "responses", ["42"])
-    b = _capture(tmp_path / "b", "responses", [b'{"error": {"message": "File Not Found", "code": 404}}'], statuses=[404])
+    b = _capture(
+        tmp_path / "b",
+        "responses",
+        [json.dumps(sdk_shapes.error_body("File Not Found", "invalid_request_error")).encode()],
+        statuses=[404],
+    )
     d = compare(a, b)["divergence"]
     assert d["exact_match_rate"] == 0.0 and d["similarity_mean"] is None and d["outputs_compared"] == 0
     assert d["failed"] == {"pairs": 1, "a_only": 0, "b_only": 1, "both": 0, "both_same": 0, "both_differ": 0, "not_generation": 0}

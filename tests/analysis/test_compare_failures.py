@@ -14,6 +14,7 @@ from infertap.analysis.divergence import similarity
 from infertap.analysis.report import render
 from infertap.cli import cli
 from infertap.demo import pair_summary
+from tests import sdk_shapes
 from tests.analysis_builders import JSON_HEADERS, body, event, exchange, sse, write_capture
 
 
@@ -21,7 +22,7 @@ def _answer(i: int, sent_ms: float, took_ms: float, *, cut: bool = False, status
     """Request ``i`` answered in ``took_ms``; ``cut``: a role chunk then [DONE] (llama-cpp-python's
     interrupted stream, unfinished); a ``status`` not 2xx: an error body."""
     if status != 200:
-        chunks = [(took_ms, json.dumps({"error": {"message": "boom"}}).encode())]
+        chunks = [(took_ms, json.dumps(sdk_shapes.error_body("boom")).encode())]
         return exchange(
             f"x{i}",
             sent_ms=sent_ms,
@@ -110,7 +111,7 @@ def _said(
     response at all (the upstream failed before a status); ``unfinished``: a role chunk then [DONE]."""
     request = body(f"q{i}")
     if error is not None:
-        chunks = [(5.0, json.dumps({"error": {"message": error}}).encode())]
+        chunks = [(5.0, json.dumps(sdk_shapes.error_body(error)).encode())]
         return exchange(f"x{i}", sent_ms=i * 100, chunks=chunks, request=request, status=status, headers=[["content-type", "application/json"]])  # fmt: skip
     if text is None and not unfinished:
         return exchange(f"x{i}", sent_ms=i * 100, request=request, status=None, end="upstream_error")
@@ -234,7 +235,7 @@ def test_a_failed_side_is_an_unanswered_item_not_a_changed_answer(tmp_path):
 
 def _no_messages(i: int, status: int) -> dict[str, Any]:
     """A chat request with no messages (an API reads it; no generation request): refused with ``status``."""
-    chunks = [(50.0, json.dumps({"error": {"message": "messages is required"}}).encode())]
+    chunks = [(50.0, json.dumps(sdk_shapes.error_body("messages is required", "invalid_request_error")).encode())]
     request = json.dumps({"model": "m", "stream": True}).encode()
     return exchange(f"n{i}", sent_ms=i * 1000, chunks=chunks, request=request, status=status, headers=JSON_HEADERS)
 

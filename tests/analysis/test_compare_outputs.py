@@ -404,8 +404,9 @@ def _legacy_call(arguments: str) -> list[bytes]:
 
 
 def _vllm_error_after(text: str, message: str) -> list[bytes]:
-    """vLLM's error shape, mid-stream: ``{"object": "error", "message": ...}`` (no ``error`` key)."""
-    return _chat_sse(text, done=False)[:1] + [b"data: " + json.dumps({"object": "error", "message": message, "code": 500}).encode() + b"\n\n"]  # fmt: skip
+    """vLLM's error shape before 0.10.2, mid-stream: ``{"object": "error", "message": ...}`` (no ``error`` key)."""
+    error = {"object": "error", "message": message, "type": "InternalServerError", "param": None, "code": 500}
+    return _chat_sse(text, done=False)[:1] + [b"data: " + json.dumps(sdk_shapes.vllm_legacy_error(error)).encode() + b"\n\n"]
 
 
 REFUSALS["functions API call"] = (_CHAT_WHOLE, _legacy_call('{"a": 1}'), _legacy_call('{"a": 2}'))

@@ -19,6 +19,7 @@ from infertap.analysis.compare import compare
 from infertap.analysis.report import render
 from infertap.cli import cli
 from infertap.replay import ReplayConfig, run_replay
+from tests import sdk_shapes
 from tests.fake_upstream import ServerThread
 from tests.helpers import write_capture
 from tests.slot_engine import SlotEngine
@@ -436,7 +437,7 @@ def test_a_session_with_a_turn_b_failed_is_not_compared(tmp_path):
     write_capture(tmp_path / "a", turns)
     failed = [
         *turns[:2],
-        {**turns[2], "status": 502, "chunks": [b'{"error": {"message": "upstream"}}'], "duration_ns": 5_000_000},
+        {**turns[2], "status": 502, "chunks": [json.dumps(sdk_shapes.error_body("upstream")).encode()], "duration_ns": 5_000_000},
     ]
     write_capture(tmp_path / "b", failed)
     s = compare(tmp_path / "a", tmp_path / "b")["sessions"]
@@ -460,7 +461,7 @@ def test_every_session_line_counts_the_compared_sessions_alone(tmp_path):
 
     a = [*session("s1", ["a", "b"]), *session("s2", ["c", "d"]), *session("s3", ["e"])]
     write_capture(tmp_path / "a", a)
-    refused = {"status": 404, "chunks": [b'{"error": {"message": "Not Found"}}']}
+    refused = {"status": 404, "chunks": [json.dumps(sdk_shapes.error_body("Not Found", "invalid_request_error")).encode()]}
     write_capture(tmp_path / "b", [{**x, **refused} if x["session"] == "s2" else x for x in a])
     s = compare(tmp_path / "a", tmp_path / "b")["sessions"]
     assert (s["sessions"], s["multi_turn"], s["compared"], s["compared_multi_turn"], s["partial"]) == (3, 2, 2, 1, 1)
@@ -544,7 +545,7 @@ def test_the_sessions_left_out_are_counted_by_why(tmp_path):
         second = {**first, "messages": [*first["messages"], {"role": "assistant", "content": "b"}, {"role": "user", "content": "q1"}]}  # fmt: skip
         a += [{"id": f"{name}t{t}", "session": name, "offset_s": t, "body": body, **streamed} for t, body in enumerate((first, second))]  # fmt: skip
     write_capture(tmp_path / "a", a)
-    failed = {"status": 500, "content_type": "application/json", "chunks": [b'{"error": {"message": "boom"}}']}
+    failed = {"status": 500, "content_type": "application/json", "chunks": [json.dumps(sdk_shapes.error_body("boom")).encode()]}
     cut = {"chunks": [sse(role, "[DONE]")]}
     b = [x for x in a if x["id"] != "s2t1"]  # s2: its second turn never sent
     b = [{**x, **failed} if x["id"] == "s3t1" else {**x, **cut} if x["id"] == "s4t1" else x for x in b]

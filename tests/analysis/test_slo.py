@@ -16,6 +16,7 @@ from infertap.analysis.slo import LATENCY, SLO, evaluate, parse_slo, parse_slos
 from infertap.errors import ConfigError
 from infertap.mitm.importer import import_file
 from infertap.quantiles import quantile
+from tests import sdk_shapes
 from tests.analysis_builders import JSON_HEADERS, MS, Load, body, event, exchange, sse
 
 
@@ -48,7 +49,13 @@ def streamed(
 
 def failed(xid: str, *, sent_ms: float = 0.0, status: int = 500) -> dict[str, Any]:
     """A generation request the engine refused, answered at once."""
-    return exchange(xid, sent_ms=sent_ms, chunks=[(5, b'{"error": {"message": "boom"}}')], status=status, headers=JSON_HEADERS)
+    return exchange(
+        xid,
+        sent_ms=sent_ms,
+        chunks=[(5, json.dumps(sdk_shapes.error_body("boom")).encode())],
+        status=status,
+        headers=JSON_HEADERS,
+    )
 
 
 def slo(metric_stat: str, bound_ns: float) -> SLO:

@@ -305,14 +305,55 @@ def test_a_body_no_adapter_understands_is_unreadable_with_the_reason():
     assert not empty.readable and empty.error == "empty body"
 
 
-def test_an_error_object_is_read_as_an_error_not_as_an_empty_answer():
-    for path, body in [
-        ("/v1/responses", {"error": {"message": "File Not Found", "type": "not_found_error", "code": 404}}),
-        ("/v1/messages", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
-        ("/api/chat", {"error": "model 'x' not found"}),
-    ]:
-        out = read_response(_record(path, [json.dumps(body).encode()], JSON, status=404))
-        assert out.readable and out.error_message and out.finish_reason == "error" and out.text == ""
+#: Each server's error body as it sends it (``sdk_shapes`` checks each against the server's own model), by route.
+_TOO_LONG = {"message": "too long", "type": "BadRequestError", "param": None, "code": 400}
+_NO_MODEL = {"message": "No such model", "type": "invalid_request_error", "param": "model", "code": "model_not_found"}
+_NO_ROOM = {"code": 400, "message": "too long", "type": "exceed_context_size_error", "n_prompt_tokens": 9, "n_ctx": 4}
+ERROR_BODIES = [
+    ("/v1/responses", sdk_shapes.openai_error({"error": _NO_MODEL})),
+    ("/v1/chat/completions", sdk_shapes.vllm_error({"error": _TOO_LONG})),
+    ("/v1/completions", sdk_shapes.vllm_legacy_error({"object": "error", **_TOO_LONG})),
+    ("/v1/chat/completions", sdk_shapes.llamacpp_error({"error": _NO_ROOM})),
+    ("/completion", sdk_shapes.llamacpp_error({"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})),
+    (
+        "/v1/messages",
+        sdk_shapes.anthropic_error({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    ),
+    ("/api/chat", sdk_shapes.string_error({"error": "model 'x' not found"})),
+]
+
+
+@pytest.mark.parametrize(("path", "body"), ERROR_BODIES, ids=[f"{p}-{i}" for i, (p, _) in enumerate(ERROR_BODIES)])
+def test_an_error_object_is_read_as_an_error_not_as_an_empty_answer(path, body):
+    out = read_response(_record(path, [json.dumps(body).encode()], JSON, status=400))
+    said = body["error"] if isinstance(body.get("error"), str) else (body.get("error") or body)["message"]
+    assert out.readable and out.error_message == said and out.finish_reason == "error" and out.text == ""
+
+
+#: llama.cpp's stream errors (its server source, tools/server): a build before the HTTP rewrite wrote an ``error:``
+#: field (``server_sent_event(sink, "error", ...)``); a later one's Anthropic route an ``event: error`` whose data
+#: is its bare error object, not Anthropic's. Each after text, as an error that ends the answer.
+_LLAMA_ERROR = {"code": 500, "message": "slot crashed", "type": "server_error"}
+_CHAT_HI = sdk_shapes.chat_chunk({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                                  "choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": None}]})  # fmt: skip
+LLAMA_STREAM_ERRORS = [
+    ("/v1/chat/completions", _sse(_CHAT_HI), b"error: " + json.dumps(_LLAMA_ERROR).encode() + b"\n\n"),
+    ("/v1/messages", ANTHROPIC_STREAM[:9], b"event: error\ndata: " + json.dumps(_LLAMA_ERROR).encode() + b"\n\n"),
+]
+
+
+@pytest.mark.parametrize(("path", "head", "error"), LLAMA_STREAM_ERRORS, ids=["error-field", "anthropic-route"])
+def test_llama_cpp_stream_errors_are_read_as_errors(path, head, error):
+    from infertap.apis import ended_answer
+
+    failed = _record(path, [*head, error])
+    out = read_response(failed)
+    assert out.text and out.error_message == "slot crashed" and out.finish_reason == "error"
+    _, told, _, error_said = ended_answer(failed, generation=True)  # replay's reading of the tail: the same
+    assert told and error_said == "slot crashed"
+    # must match: the same error in an SSE comment line is no error
+    said = _record(path, [*head, b": error: " + json.dumps(_LLAMA_ERROR).encode() + b"\n\n"])
+    assert read_response(said).error_message is None
 
 
 def test_a_stream_that_reports_an_error_midway_keeps_its_text_and_the_error():

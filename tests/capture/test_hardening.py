@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests import sdk_shapes
 from tests.extras import needs
 
 needs("hypothesis", "dev")
@@ -43,7 +44,7 @@ def test_the_proxy_token_is_required_checked_and_never_recorded_or_forwarded(fak
     body = {"tag": "t", "stream": False, "messages": []}
     assert httpx.post(f"{rec.url}/v1/chat/completions", json=body, timeout=10).status_code == 401
     wrong = httpx.post(f"{rec.url}/v1/chat/completions", json=body, headers={"X-Infertap-Token": "nope"}, timeout=10)
-    assert wrong.status_code == 401 and wrong.json()["error"]["type"] == "proxy_unauthorized"
+    assert wrong.status_code == 401 and sdk_shapes.openai_error(wrong.json())["error"]["type"] == "proxy_unauthorized"
     ok1 = httpx.post(f"{rec.url}/v1/chat/completions", json=body, headers={"X-Infertap-Token": TOKEN}, timeout=10)
     ok2 = httpx.post(f"{rec.url}/v1/chat/completions", json=body, headers={"Proxy-Authorization": f"Bearer {TOKEN}"}, timeout=10)
     assert ok1.status_code == ok2.status_code == 200
@@ -80,7 +81,7 @@ def test_a_capture_that_cannot_be_written(fake, tmp_path, mode):
     if mode == "serve":
         assert second.status_code == 200
     else:
-        assert second.status_code == 503 and second.json()["error"]["type"] == "capture_unavailable"
+        assert second.status_code == 503 and sdk_shapes.openai_error(second.json())["error"]["type"] == "capture_unavailable"
     assert writer.dropped >= 2  # both exchanges, counted, none silently
 
 

@@ -19,6 +19,7 @@ from infertap.engines.enrich import Enricher, effective_settings
 from infertap.engines.ollama import parse_parameters
 from infertap.engines.probe import open_engine, probe
 from infertap.launch import free_port
+from tests import sdk_shapes
 from tests.fake_engines import JSONRoutes, llama_server_app, ollama_app, sglang_app, vllm_app
 from tests.fake_upstream import ServerThread
 
@@ -324,7 +325,12 @@ def test_an_engine_behind_an_api_key_is_probed_with_probe_headers_never_stored(r
         async def __call__(self, scope, receive, send):  # type: ignore[no-untyped-def]
             if scope["type"] == "http" and (b"authorization", f"Bearer {key}".encode()) not in scope["headers"]:
                 await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"application/json")]})
-                await send({"type": "http.response.body", "body": b'{"error": "unauthorized"}'})
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": json.dumps(sdk_shapes.string_error({"error": "Unauthorized"})).encode(),
+                    }
+                )
                 return
             await super().__call__(scope, receive, send)
 

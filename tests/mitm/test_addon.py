@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from mitmproxy.test import tflow
 from infertap.capture.reader import CaptureReader
 from infertap.capture.redact import REDACTED, Redactor
 from infertap.mitm.addon import InfertapCapture
+from tests import sdk_shapes
 from tests.helpers import decompressed_bytes
 
 pytestmark = pytest.mark.filterwarnings(
@@ -25,7 +27,7 @@ pytestmark = pytest.mark.filterwarnings(
 )
 
 KEY = "sk-live-addon-0123456789abcdef"
-ERROR = b'{"error": "Incorrect API key provided: ' + KEY.encode() + b'"}'
+ERROR = json.dumps(sdk_shapes.openai_error({"error": {"message": f"Incorrect API key provided: {KEY}", "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}})).encode()  # fmt: skip
 
 
 def _flow() -> Any:

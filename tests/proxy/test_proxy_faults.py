@@ -10,6 +10,7 @@ import time
 import httpx
 import pytest
 
+from tests import sdk_shapes
 from tests.helpers import decompressed_bytes
 
 
@@ -130,7 +131,7 @@ def test_oversized_body_gets_413_and_is_recorded_as_refused(fake, record):
     big = {"tag": "big", "pad": "x" * 5000}
     r = httpx.post(f"{rec.url}/v1/chat/completions", json=big, timeout=10)
     assert r.status_code == 413
-    assert r.json()["error"]["type"] == "request_too_large"
+    assert sdk_shapes.openai_error(r.json())["error"]["type"] == "request_too_large"  # OpenAI's shape, whole
     # Chunked upload (no content-length) is caught while reading.
     r2 = httpx.post(f"{rec.url}/v1/chat/completions", content=iter([b"y" * 600, b"y" * 600]), timeout=10)
     assert r2.status_code == 413

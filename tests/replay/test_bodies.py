@@ -241,6 +241,8 @@ def _chunk(delta: object) -> dict:
     return sdk_shapes.chat_chunk(_odd_chunk(delta))
 
 
+#: vLLM's in-band error, as it sends it.
+_BOOM = {"message": "boom", "type": "InternalServerError", "param": None, "code": 500}
 RESPONSES: dict[str, list[bytes]] = {
     "usual": [_event(_chunk({"role": "assistant", "content": ""})), _event(_chunk({"content": "hi"})), b"data: [DONE]\n\n"],
     "tool call in pieces": [
@@ -271,7 +273,7 @@ RESPONSES: dict[str, list[bytes]] = {
             )
         )
     ],  # fmt: skip
-    "error event": [_event(_chunk({"content": "a"})), _event({"error": {"message": "boom"}})],
+    "error event": [_event(_chunk({"content": "a"})), _event(sdk_shapes.vllm_error({"error": _BOOM}))],
     "error only": [_event({"error": "boom"})],
     "empty error": [_event(_chunk({"content": "a"})), _event({"error": ""}), b"data: [DONE]\n\n"],  # no message: answered
     "empty error only": [_event({"error": ""})],

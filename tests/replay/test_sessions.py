@@ -633,7 +633,7 @@ class FailingTag(FakeUpstream):
             return
         self.requests.append({"path": scope["path"], "headers": scope["headers"], "body": body, "at": 0.0})
         await send({"type": "http.response.start", "status": 500, "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": b'{"error": {"message": "engine fell over"}}'})
+        await send({"type": "http.response.body", "body": json.dumps(sdk_shapes.error_body("engine fell over")).encode()})
 
 
 async def _pop(queue: list[dict[str, Any]]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ nvidia-smi answering the documented CSV, a pynvml-shaped module); the rest is re
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from infertap.telemetry.gpu import NvmlSource, SmiSource, gpu_source
 from infertap.telemetry.host import HostSource
 from infertap.telemetry.prometheus import PrometheusSource, parse
 from infertap.telemetry.samples import PartialRound, Sample, SourceError
+from tests import sdk_shapes
 from tests.fake_upstream import ServerThread
 from tests.telemetry.stand_ins import (
     MISSING,
@@ -155,7 +157,8 @@ def test_prometheus_source_reads_an_exporter_and_says_why_it_cannot():
 def test_the_hint_about_llama_servers_flag_is_given_only_for_its_501():
     """llama-server without --metrics answers 501; llama-cpp-python has no /metrics (404), and a hint
     naming llama-server's flag sent its users looking for a flag their engine doesn't have."""
-    page = Exposition('{"error":{"code":501,"message":"This server does not support metrics endpoint."}}', status=501)
+    no_metrics = {"code": 501, "message": "This server does not support metrics endpoint.", "type": "not_supported_error"}
+    page = Exposition(json.dumps(sdk_shapes.llamacpp_error({"error": no_metrics})), status=501)
     with ServerThread(page) as server:
         for status, said in ((501, " (llama-server serves /metrics only with --metrics)"), (404, "")):
             page.status = status
