@@ -41,10 +41,23 @@ log = logging.getLogger("infertap.proxy")
 _DISCONNECT_GRACE_S = 0.05
 
 
-def _error_body(kind: str, message: str) -> bytes:
-    """OpenAI's error body, whole, so SDKs surface the message instead of a parse failure: ``param`` and
-    ``code`` null, as OpenAI's ``ErrorObject`` has them (a string or null: the HTTP status sent as an int
-    ``code`` was no OpenAI body, and a typed client reading ``code`` as a string fails on it)."""
+#: Anthropic's error types by HTTP status (its API's errors page); any other status is its ``api_error``.
+_ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error"}  # fmt: skip
+
+
+def _error_body(kind: str, message: str, status: int = 500, path: str | None = None) -> bytes:
+    """The error body of the API the client spoke, whole, so SDKs surface the message instead of a parse
+    failure. Anthropic's Messages routes get Anthropic's (``{"type": "error", "error": {"type", "message"}}``,
+    its type by status: the anthropic SDK read OpenAI's as no error object); any other OpenAI's, ``param``
+    and ``code`` null, as OpenAI's ``ErrorObject`` has them (a string or null: the HTTP status sent as an
+    int ``code`` was no OpenAI body, and a typed client reading ``code`` as a string fails on it)."""
+    route = (path or "").split("?", 1)[0].rstrip("/")
+    if route.endswith(("/messages", "/messages/count_tokens")):
+        said = f"{message} (infertap: {kind})"
+        return json.dumps(
+            {"type": "error", "error": {"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": said}}
+        ).encode()
     return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": None}}).encode()
 
 
@@ -477,7 +490,7 @@ class RecordingProxy:
     @staticmethod
     async def _send_error(send: Send, record: Exchange, status: int, kind: str, message: str, close: bool = False) -> None:
         """``close``: the connection ends with this answer (what follows on it is not HTTP)."""
-        body = _error_body(kind, message)
+        body = _error_body(kind, message, status, record.get("path"))
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         if close:
             headers.append((b"connection", b"close"))

@@ -563,3 +563,27 @@ def test_a_chunks_hand_off_is_timed_from_its_arrival_with_one_clock_read(monkeyp
     assert clock_reads == 1
     assert waited_full >= 3 * proxy_app.HELD_NS  # the connection was full: the wait since arrival is kept
     assert waited_room == 0  # it had room: however long, no wait for the client
+
+
+def test_an_anthropic_client_refused_by_infertap_reads_anthropics_error(fake, record):
+    """infertap's own answers (here a body over --max-body-mb) to a Messages client were OpenAI's error
+    body, which the anthropic SDK reads as no error object of its own: now Anthropic's, its message said."""
+    from anthropic import Anthropic, APIStatusError
+
+    app, url = fake
+    rec = record(url, "--max-body-mb", "0.001")
+    client = Anthropic(base_url=rec.url, api_key="sk-ant-test", max_retries=0, timeout=10)
+    with pytest.raises(APIStatusError) as refused:
+        client.messages.create(model="m", max_tokens=16, messages=[{"role": "user", "content": "x" * 5000}])
+    assert refused.value.status_code == 413
+    # Anthropic's error shape with its 413 type (its API's errors page: request_too_large, a type the SDK's
+    # union of error objects lacks, as its docs say the types grow), the message the SDK surfaces.
+    body = refused.value.body
+    assert isinstance(body, dict) and body["type"] == "error" and set(body["error"]) == {"type", "message"}
+    assert body["error"]["type"] == "request_too_large" and body["error"]["message"] in refused.value.message
+    assert "infertap: request_too_large" in body["error"]["message"]
+    # Must match: the same refusal on an OpenAI route keeps OpenAI's body.
+    r = httpx.post(f"{rec.url}/v1/chat/completions", json={"pad": "x" * 5000}, timeout=10)
+    assert sdk_shapes.openai_error(r.json())["error"]["type"] == "request_too_large"
+    rec.stop()
+    assert [x["status"] for x in rec.exchanges()] == [413, 413]
