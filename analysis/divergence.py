@@ -165,6 +165,40 @@ def logprob_positions(events: Sequence[dict[str, Any]], api: str | None = None, 
     return positions
 
 
+def post_sampling(events: Sequence[dict[str, Any]], api: str | None = None) -> bool:
+    """Whether an answer's positions are llama.cpp's probabilities after its sampler chain, not the
+    model's own distribution: with ``post_sampling_probs`` today's llama-server reads them off the
+    candidates its samplers left (tools/server/server-context.cpp ``populate_token_probs``:
+    ``common_sampler_get_candidates(slot.smpl, true)``, else ``get_token_probabilities``, the
+    softmax of the logits) and names them ``prob``/``top_probs``; a llama-server from before its
+    late-2024 rewrite always did (examples/server/server.cpp: ``probs`` from ``ctx_sampling->cur``
+    after sampling, "Tokens filtered out due to e.g. top_k have 0 probability", greedy 1.0/0.0).
+    top_k, top_p and min_p cut such a distribution and renormalise it, so a KL over it moves with
+    the sampling settings too, and one against the model's own logprobs compares two things."""
+    if api == "responses" or (api is not None and api.startswith("ollama")):
+        return False
+    for event in events:
+        if api == "llamacpp":
+            lists = [event.get("completion_probabilities")]
+        else:  # llama-server's OpenAI-compatible answers write their logprobs as its /completion does
+            lists = [
+                answer["logprobs"].get("content")
+                for answer in as_list(event.get("choices"))
+                if isinstance(answer, dict) and isinstance(answer.get("logprobs"), dict)
+            ]
+        if any(_post_sampled(item) for items in lists for item in as_list(items)):
+            return True
+    return False
+
+
+def _post_sampled(item: Any) -> bool:
+    """A position entry in llama.cpp's post-sampling shape: ``top_probs`` (or an older server's
+    ``probs``), or a ``prob`` where a logprob would be."""
+    if not isinstance(item, dict):
+        return False
+    return "top_probs" in item or "probs" in item or ("prob" in item and "logprob" not in item)
+
+
 def _llamacpp_positions(events: Sequence[dict[str, Any]], choice: int) -> list[Position]:
     """llama.cpp's ``completion_probabilities`` of the answer ``index`` ``choice``. A llama-server
     from before its late-2024 rewrite sent each entry as ``{"content": token, "probs": [{"tok_str",

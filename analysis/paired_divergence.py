@@ -178,6 +178,10 @@ def divergence(
     similarity_sum, kl_sum, top1_sum = _ExactSum(), _ExactSum(), _ExactSum()
     histogram: Counter[int] = Counter()
     units: Counter[str] = Counter()  # what the placed positions count: tokens of one kind or characters
+    # Of the pairs with logprobs on both sides: those whose KL is over post-sampling probabilities on
+    # both, and those with no KL, one side's post-sampling and the other's the model's ("a": A's post-sampling).
+    kl_post_sampling = 0
+    kl_not_comparable: Counter[str] = Counter()
     worst = _Worst(top)
     embedded = EmbeddingPairs(top, vectors)
     results = f"{pairs.name}_results"
@@ -259,6 +263,9 @@ def divergence(
                 if "kl" in item:
                     kl_sum.add(item["kl"]["kl_mean"])
                     top1_sum.add(item["kl"]["top1_agreement"])
+                    kl_post_sampling += bool(item["kl"].get("post_sampling"))
+                if "kl_not_comparable" in item:
+                    kl_not_comparable[item["kl_not_comparable"]] += 1
                 if not item["exact"]:
                     worst.offer(ord_, item)
             ords.append(ord_)
@@ -316,6 +323,11 @@ def divergence(
     }
     if kl_sum.n:
         summary["logprobs"] = {"pairs": kl_sum.n, "kl_mean": kl_sum.mean(), "top1_agreement": top1_sum.mean()}
+        if kl_post_sampling:  # of those pairs, the ones whose KL moves with top_k/top_p as well as the model
+            summary["logprobs"]["post_sampling"] = kl_post_sampling
+    if kl_not_comparable:
+        summary.setdefault("logprobs", {"pairs": 0, "kl_mean": None, "top1_agreement": None})
+        summary["logprobs"]["not_comparable"] = {f"{side}_post_sampling": n for side, n in sorted(kl_not_comparable.items())}
     summary["most_divergent"] = _most_divergent(worst.items())
     if (embeddings := embedded.result()) is not None:
         summary["embeddings"] = embeddings  # the pairs of embeddings answers, apart from the text pairs above
@@ -509,9 +521,11 @@ def _pair_divergence(
     _count_changes(item, counts, sa, sb, tools)
     if extract is not None:
         _count_answers(item, counts, sa, sb, extract, references)
-    kl = _logprob_kl(sa, sb, at, unit)
-    if kl:
-        item["kl"] = kl
+    both = bool(sa.logprobs and sb.logprobs) or bool(sa.choice_logprobs.keys() & sb.choice_logprobs.keys())
+    if both and sa.post_sampling != sb.post_sampling:  # two different things: no KL of them
+        item["kl_not_comparable"] = "a" if sa.post_sampling else "b"
+    elif kl := _logprob_kl(sa, sb, at, unit):
+        item["kl"] = {**kl, "post_sampling": True} if sa.post_sampling else kl
     item["text"] = [sa.text, sb.text]
     if oa != sa.text or ob != sb.text:
         item["output"] = [oa.replace(PART, "\n"), ob.replace(PART, "\n")]  # what the diff shows

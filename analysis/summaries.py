@@ -42,7 +42,7 @@ from infertap.capture.records import delivered, request_body_unknown
 from .cache import CachedCapture
 from .decode import enrichment_keys, enrichment_unattached, name_apart
 from .decoding import repeated_ids, repeats, repeats_warning
-from .divergence import Position, logprob_positions
+from .divergence import Position, logprob_positions, post_sampling
 
 #: Rows per Parquet row group and per batch held before writing.
 BATCH_ROWS = 5_000
@@ -127,7 +127,9 @@ BATCH_BYTES = 8 << 20
 #: requests of one body to another ?api-version= are no identical request.
 #: 67: an embeddings answer's place in the side's vectors file (float32), or why it was not read: compare's cosine.
 #: 68: request_key takes a multipart body with its boundary written as one (identity.asked_body).
-SUMMARY_VERSION = 68
+#: 69: whether the logprob positions are post-sampling probabilities (``post_sampling``): compare takes no
+#: KL of them against the model's own logprobs, and says where its KL is over them.
+SUMMARY_VERSION = 69
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -222,6 +224,10 @@ class Summary:
     # are); None for another route, or an answer whose body is unknown (not in the file, not kept).
     # Its vectors are kept apart: in the summaries, DuckDB's pairing of them took gigabytes.
     embeddings: tuple[str | None, int] | None = None
+    # Whether its logprob positions are probabilities after the sampler chain (llama.cpp's
+    # ``post_sampling_probs``, an older llama-server's ``probs``), not the model's own: compare takes
+    # no KL of them against the model's (``divergence.post_sampling``).
+    post_sampling: bool = False
 
 
 def _without_request_id(message: str | None) -> str | None:
@@ -281,6 +287,7 @@ def summarize(record: dict[str, Any], *, last_user: bool = False, vectors: list[
         error_body=_digest(b"".join(decoded_chunks(record) or record.get("chunks") or [])) if error_unread(record, out) else None,
         choice_logprobs={} if plain is not None else _choice_logprobs(out),
         embeddings=None if embeddings is not None and out.error == TOO_LARGE else embeddings,
+        post_sampling=plain is None and post_sampling(out.objects, out.api),
     )
 
 

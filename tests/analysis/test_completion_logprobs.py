@@ -12,10 +12,14 @@ from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner
 
 from infertap.analysis.compare import compare
-from infertap.analysis.divergence import logprob_positions
+from infertap.analysis.divergence import logprob_positions, post_sampling
+from infertap.analysis.kl_notes import logprob_notes
+from infertap.analysis.report import render
 from infertap.apis import read_response
+from infertap.cli import cli
 from tests import sdk_shapes
 from tests.helpers import pair_captures
 
@@ -180,32 +184,27 @@ def test_the_real_engines_completion_logprobs_are_read(engine, llama_server_engi
         assert d["logprobs"] == {"pairs": 2, "kl_mean": 0.0, "top1_agreement": 1.0}, d.get("logprobs")
 
 
+def _post_sampled(positions: list[tuple[str, dict[str, float]]]) -> list[bytes]:
+    """A ``/completion`` answer as llama-server sends it with ``post_sampling_probs``: ``prob`` and
+    ``top_probs`` in place of ``logprob`` and ``top_logprobs`` (server-task.cpp ``probs_vector_to_json``)."""
+    entries = [
+        {
+            "id": _IDS[t],
+            "token": t,
+            "bytes": list(t.encode()),
+            "prob": math.exp(top[t]),
+            "top_probs": [{"id": _IDS[k], "token": k, "bytes": list(k.encode()), "prob": math.exp(v)} for k, v in top.items()],
+        }
+        for t, top in positions
+    ]
+    body = {"index": 0, "content": "".join(t for t, _ in positions), "stop": True, "stop_type": "eos"}
+    return [json.dumps({**body, "completion_probabilities": entries}).encode()]
+
+
 def test_llamacpp_post_sampling_probabilities_are_read_as_their_logs(tmp_path: Path) -> None:
     """With ``post_sampling_probs``, llama-server sends ``prob`` and ``top_probs`` in place of
     ``logprob`` and ``top_logprobs``: those positions had no top-k, so no KL was taken of them."""
-
-    def probs(positions: list[tuple[str, dict[str, float]]]) -> list[bytes]:
-        entries = [
-            {
-                "id": _IDS[t],
-                "token": t,
-                "bytes": list(t.encode()),
-                "prob": math.exp(top[t]),
-                "top_probs": [
-                    {"id": _IDS[k], "token": k, "bytes": list(k.encode()), "prob": math.exp(v)} for k, v in top.items()
-                ],
-            }
-            for t, top in positions
-        ]
-        body = {
-            "index": 0,
-            "content": "".join(t for t, _ in positions),
-            "stop": True,
-            "stop_type": "eos",
-            "completion_probabilities": entries,
-        }
-        return [json.dumps(body).encode()]
-
+    probs = _post_sampled
     ask = ("/completion", {**_NATIVE, "post_sampling_probs": True}, _JSON)
     out = read_response({"path": "/completion", "chunks": probs(_CAT)})
     assert [(t, {k: round(v, 9) for k, v in top.items()}) for t, top in logprob_positions(out.objects, out.api)] == [
@@ -275,3 +274,101 @@ def test_an_older_llamacpp_probabilities_shape_is_read(tmp_path: Path) -> None:
             assert d["logprobs"]["kl_mean"] > 0 and d["logprobs"]["top1_agreement"] == 0.5, d["logprobs"]
         else:
             assert d["logprobs"]["kl_mean"] == 0 and d["logprobs"]["top1_agreement"] == 1, d["logprobs"]
+
+
+_NOTE = "KL over post-sampling probabilities (after top_k/top_p): moves with sampling settings as well as the model"
+
+
+def _compared(a: Path, b: Path) -> tuple[list[str], dict[str, Any], str]:
+    """compare's text lines, its --json divergence and the report's HTML of captures ``a`` and ``b``."""
+    runner = CliRunner()
+    text = runner.invoke(cli, ["compare", str(a), str(b)], env={"COLUMNS": "300"})
+    assert text.exit_code == 0, text.output
+    data = runner.invoke(cli, ["compare", "--json", str(a), str(b)])
+    assert data.exit_code == 0, data.output
+    lines = [" ".join(line.replace("│", " ").split()) for line in text.output.splitlines()]
+    return [line for line in lines if "KL" in line or "top-1" in line], json.loads(data.output)["divergence"], render(a, b)
+
+
+def test_post_sampling_probabilities_are_no_kl_against_the_models_own(tmp_path: Path) -> None:
+    """llama.cpp's post-sampling probabilities (``post_sampling_probs``; an older llama-server's
+    ``probs``) were cut and renormalised by top_k/top_p: compare took their KL against the other
+    side's raw logprobs as if both were the model's. Now such a pair has no KL, and says why."""
+    post = {
+        "today's": ("/completion", {**_NATIVE, "post_sampling_probs": True}, _JSON, _post_sampled),
+        "older": ("/completion", _NATIVE, _JSON, _old_llamacpp_whole),
+    }
+    for name, (path, body, ctype, shape) in post.items():
+        out = read_response({"path": path, "chunks": shape(_CAT)})
+        assert post_sampling(out.objects, out.api), name
+        for side, (a, b) in {"a": (shape(_CAT), _llamacpp_whole(_CAT)), "b": (_llamacpp_whole(_CAT), shape(_CAT))}.items():
+            (tmp_path / name / side).mkdir(parents=True)
+            lines, d, html = _compared(*pair_captures(tmp_path / name / side, {"q": ((path, body, ctype), a, b)}))
+            assert d["logprobs"] == {
+                "pairs": 0,
+                "kl_mean": None,
+                "top1_agreement": None,
+                "not_comparable": {f"{side}_post_sampling": 1},
+            }, (name, side)
+            first, second = ("A", "B") if side == "a" else ("B", "A")
+            said = f"logprob KL not comparable: {first}'s post-sampling, {second}'s the model's"
+            assert lines == [f"{said} 1 pairs"], (name, side, lines)
+            assert said.replace("'", "&#x27;") in html, (name, side)
+
+
+def test_post_sampling_on_both_sides_has_its_kl_and_says_over_what(tmp_path: Path) -> None:
+    """Both sides post-sampling: the KL is taken (a changed distribution shows, the same one does
+    not), and compare says it moves with the sampling settings as well as the model."""
+    ask = ("/completion", {**_NATIVE, "post_sampling_probs": True}, _JSON)
+    for name, b in (("changed", _DOG), ("same", _CAT)):
+        (tmp_path / name).mkdir()
+        lines, d, html = _compared(*pair_captures(tmp_path / name, {"q": (ask, _post_sampled(_CAT), _post_sampled(b))}))
+        assert d["logprobs"]["pairs"] == 1 and d["logprobs"]["post_sampling"] == 1, d["logprobs"]
+        assert "not_comparable" not in d["logprobs"]
+        assert (d["logprobs"]["kl_mean"] > 0) is (name == "changed"), d["logprobs"]
+        assert f"{_NOTE} 1 of 1 pairs" in lines, lines
+        assert _NOTE in html
+
+
+def test_the_models_own_logprobs_on_both_sides_are_said_as_before(tmp_path: Path) -> None:
+    """Neither side post-sampling: the logprob figures and lines are what they were, no note."""
+    a, b = pair_captures(tmp_path, _pairs(_DOG))
+    out = read_response({"path": "/completion", "chunks": _llamacpp_whole(_CAT)})
+    assert not post_sampling(out.objects, out.api)
+    lines, d, html = _compared(a, b)
+    kl = d["logprobs"]
+    assert set(kl) == {"pairs", "kl_mean", "top1_agreement"} and kl["pairs"] == 4, kl
+    assert lines == [
+        f"logprob KL over the shared prefix (mean) {kl['kl_mean']:.4f}",
+        f"top-1 agreement {kl['top1_agreement']:.1%}",
+    ], lines
+    assert "post-sampling" not in html and "not comparable" not in html
+
+
+@pytest.mark.engine
+def test_the_real_llama_server_post_sampling_probabilities_are_told_apart(llama_server_engine, record, tmp_path: Path) -> None:
+    """llama-server's ``/completion`` asked with and without ``post_sampling_probs``, whole and
+    streamed, recorded: each answer's positions are post-sampling as asked, and a capture against
+    itself has its KL (0) and, where post-sampling, the note. (The two captures pair nothing: their
+    requests differ; a pair of one request, one side post-sampling, is the writer's tests'.)"""
+    ask = {"prompt": "The capital of France is", "n_predict": 4, "temperature": 0, "n_probs": 2}
+    captures: dict[bool, Path] = {}
+    for post in (True, False):
+        rec = record(llama_server_engine.url, name=f"post-{post}")
+        with httpx.Client(base_url=rec.url, timeout=120, trust_env=False) as client:
+            for stream in (False, True):
+                body = {**ask, "stream": stream, "post_sampling_probs": post}
+                with client.stream("POST", "/completion", json=body) as response:
+                    assert response.status_code == 200, response.read()
+                    response.read()
+        assert rec.stop() == 0
+        captures[post] = rec.out
+        for x in rec.exchanges():
+            out = read_response(x)
+            assert logprob_positions(out.objects, out.api), x["chunks"]
+            assert post_sampling(out.objects, out.api) is post, x["chunks"]
+    for post, capture in captures.items():
+        kl = compare(capture, capture, top=2)["divergence"]["logprobs"]
+        assert kl["pairs"] == 2 and kl["kl_mean"] == 0, kl
+        assert kl.get("post_sampling") == (2 if post else None), kl
+        assert logprob_notes(kl) == ([(_NOTE, "2 of 2 pairs")] if post else []), kl
