@@ -116,3 +116,14 @@ def enrich_with_a_dead_engine(capture: Path) -> None:
             enricher.submit(record)
         enricher.close()
     assert enricher.engine is None and enricher.enriched == len(exchanges), enricher.__dict__
+
+
+def image_request(prompt: str, at: float) -> dict[str, Any]:
+    """An exchange for ``write_capture``: what images.generate(model="gpt-image-1", prompt=...) sends, at ``at``
+    s into the run, and an answer of one image."""
+    return {
+        "path": "/v1/images/generations",
+        "body": {"model": "gpt-image-1", "prompt": prompt, "size": "1024x1024"},
+        "chunks": [b'{"created": 1, "data": [{"b64_json": "iVBORw0KGgo="}]}'],
+        "offset_s": at,
+    }

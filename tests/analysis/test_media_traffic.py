@@ -18,19 +18,9 @@ from infertap.analysis.store import Analysis
 from infertap.analysis.workload_identity import capture_identity
 from infertap.capture.identity import describe, workload_identity
 from infertap.cli import cli
-from tests.helpers import write_capture
+from tests.helpers import image_request, write_capture
 
 WALL = 1_800_000_000.0
-
-
-def _image(prompt: str, at: float) -> dict:
-    """What images.generate(model="gpt-image-1", prompt=...) sends, at ``at`` s into the run."""
-    return {
-        "path": "/v1/images/generations",
-        "body": {"model": "gpt-image-1", "prompt": prompt, "size": "1024x1024"},
-        "chunks": [json.dumps({"created": 1, "data": [{"b64_json": "iVBORw0KGgo="}]}).encode()],
-        "offset_s": at,
-    }
 
 
 SPEECH = {  # audio.speech.create(model="tts-1", voice="alloy", input=...)
@@ -49,8 +39,8 @@ def _write(path, media: list[dict]) -> None:
 
 def test_the_media_identity_is_the_same_from_the_records_and_from_the_tables(tmp_path, monkeypatch):
     monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
-    _write(tmp_path / "fox", [_image("a fox", 1), _image("a cat", 2)])
-    _write(tmp_path / "owl", [_image("a fox", 1), _image("an owl", 2)])
+    _write(tmp_path / "fox", [image_request("a fox", 1), image_request("a cat", 2)])
+    _write(tmp_path / "owl", [image_request("a fox", 1), image_request("an owl", 2)])
     _write(tmp_path / "text", [])
     fox, owl, text = (workload_identity(tmp_path / n) for n in ("fox", "owl", "text"))
     assert fox.workload == owl.workload == text.workload  # the text workload alone
@@ -67,12 +57,12 @@ def test_the_media_identity_is_the_same_from_the_records_and_from_the_tables(tmp
 
 def test_compare_tells_the_same_text_traffic_beside_other_media_requests_apart(tmp_path, monkeypatch):
     monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
-    _write(tmp_path / "two", [_image("a fox", 1), _image("a cat", 2)])
-    _write(tmp_path / "again", [_image("a fox", 1), _image("a cat", 2)])
-    _write(tmp_path / "one", [_image("a fox", 1)])
-    _write(tmp_path / "owl", [_image("a fox", 1), _image("an owl", 2)])
-    _write(tmp_path / "swapped", [_image("a cat", 1), _image("a fox", 2)])
-    _write(tmp_path / "speech", [_image("a fox", 1), _image("a cat", 2), SPEECH])
+    _write(tmp_path / "two", [image_request("a fox", 1), image_request("a cat", 2)])
+    _write(tmp_path / "again", [image_request("a fox", 1), image_request("a cat", 2)])
+    _write(tmp_path / "one", [image_request("a fox", 1)])
+    _write(tmp_path / "owl", [image_request("a fox", 1), image_request("an owl", 2)])
+    _write(tmp_path / "swapped", [image_request("a cat", 1), image_request("a fox", 2)])
+    _write(tmp_path / "speech", [image_request("a fox", 1), image_request("a cat", 2), SPEECH])
     _write(tmp_path / "text", [])
     _write(tmp_path / "text2", [])
     # Must differ: the same text requests, another number of images.
@@ -107,9 +97,9 @@ def test_compare_tells_the_same_text_traffic_beside_other_media_requests_apart(t
 
 def test_compare_json_and_its_note_say_the_text_workload_apart_from_the_traffic(tmp_path, monkeypatch):
     monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
-    _write(tmp_path / "two", [_image("a fox", 1), _image("a cat", 2)])
-    _write(tmp_path / "owl", [_image("a fox", 1), _image("an owl", 2)])
-    _write(tmp_path / "again", [_image("a fox", 1), _image("a cat", 2)])
+    _write(tmp_path / "two", [image_request("a fox", 1), image_request("a cat", 2)])
+    _write(tmp_path / "owl", [image_request("a fox", 1), image_request("an owl", 2)])
+    _write(tmp_path / "again", [image_request("a fox", 1), image_request("a cat", 2)])
     runner = CliRunner()
     out = runner.invoke(cli, ["compare", str(tmp_path / "two"), str(tmp_path / "owl"), "--json"], env={"COLUMNS": "300"})
     assert out.exit_code == 0, out.output
@@ -126,10 +116,10 @@ def test_compare_json_and_its_note_say_the_text_workload_apart_from_the_traffic(
 
 def test_the_report_highlights_cards_whose_media_requests_differ(tmp_path, monkeypatch):
     monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
-    _write(tmp_path / "two", [_image("a fox", 1), _image("a cat", 2)])
-    _write(tmp_path / "again", [_image("a fox", 1), _image("a cat", 2)])
-    _write(tmp_path / "one", [_image("a fox", 1)])
-    _write(tmp_path / "owl", [_image("a fox", 1), _image("an owl", 2)])
+    _write(tmp_path / "two", [image_request("a fox", 1), image_request("a cat", 2)])
+    _write(tmp_path / "again", [image_request("a fox", 1), image_request("a cat", 2)])
+    _write(tmp_path / "one", [image_request("a fox", 1)])
+    _write(tmp_path / "owl", [image_request("a fox", 1), image_request("an owl", 2)])
     cards = {n: claim(tmp_path / n, cache_dir=tmp_path / "cache") for n in ("two", "again", "one", "owl")}
     assert cards["two"]["workload"]["value"]["media_identity"] != cards["owl"]["workload"]["value"]["media_identity"]
 

@@ -18,17 +18,7 @@ from infertap.capture.info import summarize
 from infertap.cli import cli
 from infertap.replay import ReplayConfig, Schedule, run_replay
 from infertap.replay.workload import Filters
-from tests.helpers import write_capture
-
-
-def _image(prompt: str, at: float) -> dict:
-    """What images.generate(model="gpt-image-1", prompt=...) sends, at ``at`` s into the run."""
-    return {
-        "path": "/v1/images/generations",
-        "body": {"model": "gpt-image-1", "prompt": prompt, "size": "1024x1024"},
-        "chunks": [json.dumps({"created": 1, "data": [{"b64_json": "iVBORw0KGgo="}]}).encode()],
-        "offset_s": at,
-    }
+from tests.helpers import image_request, write_capture
 
 
 def _chat(tag: str, at: float) -> dict:
@@ -42,7 +32,7 @@ def _card(path, cache) -> str:
 def test_a_replay_without_its_sources_images_is_not_identical_to_it(fake, tmp_path, monkeypatch):
     monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
     _app, url = fake
-    write_capture(tmp_path / "src", [_chat("q0", 0), _image("a fox", 0.1), _image("a cat", 0.2), _chat("q1", 0.3)])
+    write_capture(tmp_path / "src", [_chat("q0", 0), image_request("a fox", 0.1), image_request("a cat", 0.2), _chat("q1", 0.3)])
     write_capture(tmp_path / "text", [_chat("q0", 0), _chat("q1", 0.3)])
     run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "same", probe=False))
     text_only = Filters(paths=["/v1/chat/completions"])
@@ -85,7 +75,7 @@ def test_a_source_identity_without_media_is_not_known_to_be_the_same_traffic(fak
     no ``media``, so whether it sent the source's images is not known from it (compare, which reads both
     captures, knows)."""
     _app, url = fake
-    write_capture(tmp_path / "src", [_chat("q0", 0), _image("a fox", 0.1), _chat("q1", 0.2)])
+    write_capture(tmp_path / "src", [_chat("q0", 0), image_request("a fox", 0.1), _chat("q1", 0.2)])
     older = identity_module.WorkloadIdentity.as_dict
 
     def without_media(self):
@@ -117,8 +107,8 @@ def test_compare_says_a_closed_loop_replays_the_text_requests_alone_beside_other
         key=lambda x: request_digest("POST", "/v1/chat/completions", None, json.dumps(x["body"]).encode()),
     )
     # Written at one time in the reverse of digest order: the closed loop sends them the other way round.
-    write_capture(tmp_path / "src", [bodies[1], bodies[0], _image("a fox", 0.2), _chat("after", 0.3)])
-    write_capture(tmp_path / "owl", [bodies[1], bodies[0], _image("an owl", 0.2), _chat("after", 0.3)])
+    write_capture(tmp_path / "src", [bodies[1], bodies[0], image_request("a fox", 0.2), _chat("after", 0.3)])
+    write_capture(tmp_path / "owl", [bodies[1], bodies[0], image_request("an owl", 0.2), _chat("after", 0.3)])
     loop = Schedule("concurrency", concurrency=1)
     run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "closed", probe=False, schedule=loop))
     env = {"COLUMNS": "400", "INFERTAP_CACHE": str(tmp_path / "cache")}
