@@ -61,6 +61,11 @@ def llama_server_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pr
         yield proc
 
 
+#: The test vLLM's flags beyond infertap.launch's: its batch sizes, in two spellings vLLM's parser
+#: takes (what the probe reads off its command line), and requests that bring their own chat template.
+VLLM_ARGS = ["--trust-request-chat-template", "--max-num-seqs", "8", "--max_num_batched_tokens=2048"]
+
+
 @pytest.fixture(scope="session")
 def vllm_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real vLLM (CPU) on SmolLM2 converted from the same GGUF, as `make vllm` builds it.
@@ -83,9 +88,20 @@ def vllm_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         if os.environ.get("INFERTAP_ALL_EXTRAS"):
             pytest.fail(f"vLLM is not built ({vllm_python()}): run make vllm")
         pytest.skip("vLLM is not built: run make vllm")
-    # Its batch sizes, in two spellings vLLM's parser takes: what the probe reads off its command line.
-    extra = ["--trust-request-chat-template", "--max-num-seqs", "8", "--max_num_batched_tokens=2048"]
-    with vllm_server(extra_args=extra, log_dir=tmp_path_factory.mktemp("vllm")) as proc:
+    with vllm_server(extra_args=VLLM_ARGS, log_dir=tmp_path_factory.mktemp("vllm")) as proc:
+        yield proc
+
+
+@pytest.fixture
+def own_vllm(vllm_engine: Any, tmp_path: Path) -> Iterator[Any]:
+    """A vLLM of one test's own, started as ``vllm_engine`` is (whose skip rules it takes): for what
+    the session's, after the suite's other traffic, was seen not to show. In two fresh-clone CI runs
+    its gauges and generated-token counter stood still through a long request sent after the other
+    vLLM tests (its stats log idle for those 120 s), where a fresh one's count it from 0.4 s on."""
+    if os.environ.get("INFERTAP_VLLM_URL"):
+        yield vllm_engine
+        return
+    with vllm_server(extra_args=VLLM_ARGS, log_dir=tmp_path) as proc:
         yield proc
 
 

@@ -185,7 +185,8 @@ def _generated(url: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("vllm:generation_tokens_total"))
 
 
-def test_metrics_count_a_request_in_flight(vllm_engine):
+def test_metrics_count_a_request_in_flight(own_vllm):
+    vllm_engine = own_vllm  # a fresh server: conftest's own_vllm says why
     assert requests_inside(vllm_engine.url, "vllm") == 0
     source = PrometheusSource(f"{vllm_engine.url}/metrics", "engine")
     try:
