@@ -87,6 +87,29 @@ class _ExactSum:
         return math.fsum(self.partials + self.special) / self.n
 
 
+class _KlSums:
+    """The pairs' logprob KL and top-1 agreement of one kind, each summed exactly (``_ExactSum``)."""
+
+    def __init__(self) -> None:
+        self.kl, self.top1 = _ExactSum(), _ExactSum()
+
+    @property
+    def n(self) -> int:
+        return self.kl.n
+
+    def add(self, pair_kl: Mapping[str, Any]) -> None:
+        self.kl.add(pair_kl["kl_mean"])
+        self.top1.add(pair_kl["top1_agreement"])
+
+    def figures(self) -> dict[str, Any]:
+        """``pairs``, ``kl_mean``, ``top1_agreement``: the means null where no pair was added."""
+        return {
+            "pairs": self.n,
+            "kl_mean": self.kl.mean() if self.n else None,
+            "top1_agreement": self.top1.mean() if self.n else None,
+        }
+
+
 class _Worst:
     """The ``top`` least similar inexact pairs seen so far (ties: the earlier pair first), as sorting
     every pair by similarity would list them, without keeping the others."""
@@ -175,12 +198,14 @@ def divergence(
     ``vectors``: each side's embeddings vectors file (summaries.Side.vectors_file), where it has one."""
     counts: Counter[str] = Counter()
     readability: dict[str, Counter[str]] = {}
-    similarity_sum, kl_sum, top1_sum = _ExactSum(), _ExactSum(), _ExactSum()
+    similarity_sum = _ExactSum()
+    # The logprob KL and top-1 agreement, apart by what they are over: the model's own logprobs on both
+    # sides, and llama.cpp's post-sampling probabilities on both (kl_notes): a mean of both is neither.
+    kl = {"model": _KlSums(), "post_sampling": _KlSums()}
     histogram: Counter[int] = Counter()
     units: Counter[str] = Counter()  # what the placed positions count: tokens of one kind or characters
-    # Of the pairs with logprobs on both sides: those whose KL is over post-sampling probabilities on
-    # both, and those with no KL, one side's post-sampling and the other's the model's ("a": A's post-sampling).
-    kl_post_sampling = 0
+    # Of the pairs with logprobs on both sides, those with no KL: one side's post-sampling and the
+    # other's the model's ("a": A's post-sampling).
     kl_not_comparable: Counter[str] = Counter()
     worst = _Worst(top)
     embedded = EmbeddingPairs(top, vectors)
@@ -261,9 +286,7 @@ def divergence(
                 elif not item["exact"] and not item["answers_compared"]:
                     counts["divergence_not_placed"] += 1
                 if "kl" in item:
-                    kl_sum.add(item["kl"]["kl_mean"])
-                    top1_sum.add(item["kl"]["top1_agreement"])
-                    kl_post_sampling += bool(item["kl"].get("post_sampling"))
+                    kl["post_sampling" if item["kl"].get("post_sampling") else "model"].add(item["kl"])
                 if "kl_not_comparable" in item:
                     kl_not_comparable[item["kl_not_comparable"]] += 1
                 if not item["exact"]:
@@ -321,13 +344,13 @@ def divergence(
             for path, c in readability.items()
         },
     }
-    if kl_sum.n:
-        summary["logprobs"] = {"pairs": kl_sum.n, "kl_mean": kl_sum.mean(), "top1_agreement": top1_sum.mean()}
-        if kl_post_sampling:  # of those pairs, the ones whose KL moves with top_k/top_p as well as the model
-            summary["logprobs"]["post_sampling"] = kl_post_sampling
-    if kl_not_comparable:
-        summary.setdefault("logprobs", {"pairs": 0, "kl_mean": None, "top1_agreement": None})
-        summary["logprobs"]["not_comparable"] = {f"{side}_post_sampling": n for side, n in sorted(kl_not_comparable.items())}
+    if kl["model"].n or kl["post_sampling"].n or kl_not_comparable:
+        # The headline figures over the model's own logprobs only: null, not 0, where no pair has them.
+        summary["logprobs"] = kl["model"].figures()
+        if kl["post_sampling"].n:  # the pairs whose KL moves with top_k/top_p as well as the model, apart
+            summary["logprobs"]["post_sampling"] = kl["post_sampling"].figures()
+        if kl_not_comparable:
+            summary["logprobs"]["not_comparable"] = {f"{side}_post_sampling": n for side, n in sorted(kl_not_comparable.items())}
     summary["most_divergent"] = _most_divergent(worst.items())
     if (embeddings := embedded.result()) is not None:
         summary["embeddings"] = embeddings  # the pairs of embeddings answers, apart from the text pairs above

@@ -29,7 +29,7 @@ from .configdiff import probed_lines, why_unknown_lines
 from .divergence_notes import embedding_notes, failed_ids_note, failed_note, path_notes
 from .errors import AnalysisError
 from .extract import grader
-from .kl_notes import logprob_notes
+from .kl_notes import logprob_rows
 from .paired_divergence import compared_share, differ_share, exact_share, histogram_bars, position_unit
 from .ratios import MIN_INTERVAL_PAIRS
 from .report_claims import claim_cards
@@ -279,12 +279,7 @@ def _divergence(d: dict[str, Any]) -> list[str]:
                 f"{d['counts']['error_body_unread']} pairs ({sides[0]} in A, {sides[1]} in B)",
             ]
         )
-    if d.get("logprobs") and d["logprobs"]["kl_mean"] is not None:
-        rows += [
-            ["logprob KL over the shared prefix", d["logprobs"]["kl_mean"]],
-            ["top-1 agreement", d["logprobs"]["top1_agreement"]],
-        ]
-    rows += [[label, said] for label, said in logprob_notes(d.get("logprobs") or {})]
+    rows += [[label, said] for label, said in logprob_rows(d.get("logprobs") or {})]
     histogram = histogram_bars(d["first_divergence_histogram"])
     # What the table can't show, per path, as compare prints it (pairs not compared and why).
     failed = failed_note(d)  # the pairs a side failed: in no figure above but exact match

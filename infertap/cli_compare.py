@@ -409,7 +409,7 @@ def _divergence_table(d: dict[str, Any], base: dict[str, Any] | None) -> Table:
     """A vs B beside A vs its baseline, when run: a difference within the noise floor is no finding."""
     from rich.table import Table
 
-    from infertap.analysis.kl_notes import logprob_notes
+    from infertap.analysis.kl_notes import logprob_rows
     from infertap.analysis.paired_divergence import compared_share, differ_share, exact_share
 
     table = Table("", "A vs B", *(["A vs baseline (noise floor)"] if base else []))
@@ -427,10 +427,7 @@ def _divergence_table(d: dict[str, Any], base: dict[str, Any] | None) -> Table:
     counts = sorted((set(d["counts"]) | set((base or {}).get("counts", {}))) - {"exact"})
     for key in counts:
         table.add_row(key.replace("_", " "), str(d["counts"].get(key, 0)), *([str(base["counts"].get(key, 0))] if base else []))
-    if d.get("logprobs") and d["logprobs"]["kl_mean"] is not None:
-        table.add_row("logprob KL over the shared prefix (mean)", f"{d['logprobs']['kl_mean']:.4f}", *(["-"] if base else []))
-        table.add_row("top-1 agreement", f"{d['logprobs']['top1_agreement']:.1%}", *(["-"] if base else []))
-    for label, said in logprob_notes(d.get("logprobs") or {}):
+    for label, said in logprob_rows(d.get("logprobs") or {}):
         table.add_row(label, said, *(["-"] if base else []))
     return table
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from click.testing import CliRunner
 
 from infertap.analysis.compare import compare
 from infertap.analysis.divergence import logprob_positions, post_sampling
-from infertap.analysis.kl_notes import logprob_notes
+from infertap.analysis.kl_notes import POST_SAMPLING_KL, POST_SAMPLING_TOP1, logprob_rows
 from infertap.analysis.report import render
 from infertap.apis import read_response
 from infertap.cli import cli
@@ -213,10 +214,9 @@ def test_llamacpp_post_sampling_probabilities_are_read_as_their_logs(tmp_path: P
     for name, b in (("changed", _DOG), ("same", _CAT)):
         (tmp_path / name).mkdir()
         d = compare(*pair_captures(tmp_path / name, {"probs": (ask, probs(_CAT), probs(b))}), top=1)["divergence"]
-        assert d["exact_match_rate"] == 1 and d["logprobs"]["pairs"] == 1, d.get("logprobs")
-        assert (d["logprobs"]["kl_mean"] > 0) is (name == "changed") and d["logprobs"]["top1_agreement"] == (
-            0.5 if name == "changed" else 1
-        )
+        post = d["logprobs"]["post_sampling"]
+        assert d["exact_match_rate"] == 1 and post["pairs"] == 1, d.get("logprobs")
+        assert (post["kl_mean"] > 0) is (name == "changed") and post["top1_agreement"] == (0.5 if name == "changed" else 1)
 
 
 def _old_llamacpp_entry(token: str, top: dict[str, float]) -> dict[str, Any]:
@@ -269,11 +269,12 @@ def test_an_older_llamacpp_probabilities_shape_is_read(tmp_path: Path) -> None:
             ),
         }
         d = compare(*pair_captures(tmp_path / name, pairs), top=2)["divergence"]
-        assert d["exact_match_rate"] == 1 and d["logprobs"]["pairs"] == 2, d.get("logprobs")
+        post = d["logprobs"]["post_sampling"]  # an older llama-server's ``probs`` are post-sampling
+        assert d["exact_match_rate"] == 1 and post["pairs"] == 2, d.get("logprobs")
         if name == "changed":
-            assert d["logprobs"]["kl_mean"] > 0 and d["logprobs"]["top1_agreement"] == 0.5, d["logprobs"]
+            assert post["kl_mean"] > 0 and post["top1_agreement"] == 0.5, d["logprobs"]
         else:
-            assert d["logprobs"]["kl_mean"] == 0 and d["logprobs"]["top1_agreement"] == 1, d["logprobs"]
+            assert post["kl_mean"] == 0 and post["top1_agreement"] == 1, d["logprobs"]
 
 
 _NOTE = "KL over post-sampling probabilities (after top_k/top_p): moves with sampling settings as well as the model"
@@ -323,11 +324,55 @@ def test_post_sampling_on_both_sides_has_its_kl_and_says_over_what(tmp_path: Pat
     for name, b in (("changed", _DOG), ("same", _CAT)):
         (tmp_path / name).mkdir()
         lines, d, html = _compared(*pair_captures(tmp_path / name, {"q": (ask, _post_sampled(_CAT), _post_sampled(b))}))
-        assert d["logprobs"]["pairs"] == 1 and d["logprobs"]["post_sampling"] == 1, d["logprobs"]
-        assert "not_comparable" not in d["logprobs"]
-        assert (d["logprobs"]["kl_mean"] > 0) is (name == "changed"), d["logprobs"]
-        assert f"{_NOTE} 1 of 1 pairs" in lines, lines
-        assert _NOTE in html
+        post = d["logprobs"]["post_sampling"]
+        assert post["pairs"] == 1 and "not_comparable" not in d["logprobs"], d["logprobs"]
+        assert (post["kl_mean"] > 0) is (name == "changed"), d["logprobs"]
+        # no pair over the model's own logprobs: its figures are null, not 0, and not printed
+        assert {k: d["logprobs"][k] for k in ("pairs", "kl_mean", "top1_agreement")} == {
+            "pairs": 0,
+            "kl_mean": None,
+            "top1_agreement": None,
+        }, d["logprobs"]
+        assert lines == [
+            f"{POST_SAMPLING_KL} {post['kl_mean']:.4f}",
+            f"{POST_SAMPLING_TOP1} {post['top1_agreement']:.1%}",
+            f"{_NOTE} 1 pairs, apart from the 0 over the model's logprobs",
+        ], lines
+        assert _NOTE in html and html.count("logprob KL over the shared prefix") == 1, html
+
+
+def test_post_sampling_pairs_are_no_part_of_the_models_logprob_kl(tmp_path: Path) -> None:
+    """A comparison with pairs of both kinds averaged the KL over post-sampling probabilities with
+    the KL over the model's own logprobs, two different quantities. Now the headline figures are
+    the model's pairs' alone, as a comparison of those pairs alone has them, and the post-sampling
+    pairs' are apart, as a comparison of those alone has them: a change on one kind shows there only."""
+    model = (("/completion", _NATIVE, _JSON), _llamacpp_whole)
+    post = (("/completion", {**_NATIVE, "post_sampling_probs": True}, _JSON), _post_sampled)
+
+    def logprobs(name: str, pairs: dict[str, tuple[Any, list[tuple[str, dict[str, float]]]]]) -> dict[str, Any]:
+        (tmp_path / name).mkdir()
+        shaped = {k: (ask, shape(_CAT), shape(b)) for k, ((ask, shape), b) in pairs.items()}
+        lines, d, html = _compared(*pair_captures(tmp_path / name, shaped))
+        return {**d["logprobs"], "lines": lines, "html": html}
+
+    for changed in ("model", "post"):
+        b_model, b_post = (_DOG, _CAT) if changed == "model" else (_CAT, _DOG)
+        alone_model = logprobs(f"{changed}-model", {"m": (model, b_model)})
+        alone_post = logprobs(f"{changed}-post", {"p": (post, b_post)})["post_sampling"]
+        both = logprobs(f"{changed}-both", {"m": (model, b_model), "p": (post, b_post)})
+        assert both["pairs"] == 1 and both["post_sampling"] == alone_post, both
+        assert (both["kl_mean"], both["top1_agreement"]) == (alone_model["kl_mean"], alone_model["top1_agreement"]), both
+        # the kind that changed shows a KL, the other none
+        assert (both["kl_mean"] > 0, both["post_sampling"]["kl_mean"] > 0) == (changed == "model", changed == "post"), both
+        assert both["lines"] == [
+            f"logprob KL over the shared prefix (mean) {both['kl_mean']:.4f}",
+            f"top-1 agreement {both['top1_agreement']:.1%}",
+            f"{POST_SAMPLING_KL} {alone_post['kl_mean']:.4f}",
+            f"{POST_SAMPLING_TOP1} {alone_post['top1_agreement']:.1%}",
+            f"{_NOTE} 1 pairs, apart from the 1 over the model's logprobs",
+        ], both["lines"]
+        for label, said in logprob_rows(both):
+            assert f"<td>{escape(label)}</td><td>{escape(said)}</td>" in both["html"], label
 
 
 def test_the_models_own_logprobs_on_both_sides_are_said_as_before(tmp_path: Path) -> None:
@@ -369,6 +414,8 @@ def test_the_real_llama_server_post_sampling_probabilities_are_told_apart(llama_
             assert post_sampling(out.objects, out.api) is post, x["chunks"]
     for post, capture in captures.items():
         kl = compare(capture, capture, top=2)["divergence"]["logprobs"]
-        assert kl["pairs"] == 2 and kl["kl_mean"] == 0, kl
-        assert kl.get("post_sampling") == (2 if post else None), kl
-        assert logprob_notes(kl) == ([(_NOTE, "2 of 2 pairs")] if post else []), kl
+        figures = kl["post_sampling"] if post else kl
+        assert figures["pairs"] == 2 and figures["kl_mean"] == 0, kl
+        assert kl["pairs"] == (0 if post else 2) and (kl["kl_mean"] is None) is post, kl
+        notes = [row for row in logprob_rows(kl) if row[0] == _NOTE]
+        assert notes == ([(_NOTE, "2 pairs, apart from the 0 over the model's logprobs")] if post else []), kl
