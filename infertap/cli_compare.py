@@ -65,7 +65,11 @@ def load_references(reference: Path | None, extract: str | None) -> dict[str, st
     default=5,
     type=click.IntRange(min=0),
     show_default=True,
-    help="How many of the most divergent exchanges to show, and of the pairs a side failed to list by id in --json.",
+    help=(
+        "How many of the most divergent exchanges to show; of the embeddings pairs whose vectors differ, how many "
+        "(the least similar first) to list in --json, and to name on the terminal (3 at most); and of the pairs a "
+        "side failed, how many to list by id in --json."
+    ),
 )
 @click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")
 def compare(

@@ -209,3 +209,22 @@ def test_vectors_are_found_by_pair_whatever_order_b_holds_them_in(tmp_path, monk
     write_capture(tmp_path / "c", [{**x, "chunks": [_openai([V1, V1])]} if i == 4 else x for i, x in enumerate(xs)][::-1])
     e = compare(tmp_path / "a", tmp_path / "c")["divergence"]["embeddings"]
     assert e["identical"] == 5 and [p["a_id"] for p in e["least_similar"]] == ["src-4"]
+
+
+def test_top_limits_the_embeddings_listed_as_its_help_says(tmp_path):
+    """``--top`` cut the embeddings pairs listed too, and ``compare --help`` didn't say so: it says it
+    now, and a ``--top`` under the pairs that differ lists that many, one over them every one."""
+    runner = CliRunner()
+    said = runner.invoke(cli, ["compare", "--help"], env={"COLUMNS": "2000"})
+    assert said.exit_code == 0, said.output
+    top_help = " ".join(said.output.split("--top", 1)[1].split("--json", 1)[0].split())
+    assert "embeddings pairs whose vectors differ" in top_help, top_help
+    changed = [[v + 1.0 for v in V1], [v - 1.0 for v in V1]]
+    a = _capture(tmp_path / "a", [_openai([V1]), _openai([V1]), _openai([V1])])
+    b = _capture(tmp_path / "b", [_openai([changed[0]]), _openai([changed[1]]), _openai([V1])])
+    for top, listed in ((1, 1), (3, 2)):
+        out = runner.invoke(cli, ["compare", "--json", "--top", str(top), str(a), str(b)])
+        assert out.exit_code == 0, out.output
+        e = json.loads(out.output)["divergence"]["embeddings"]
+        assert e["differ"] == 2 and e["identical"] == 1, e
+        assert len(e["least_similar"]) == listed, (top, e["least_similar"])
