@@ -537,6 +537,7 @@ def _workload(
         "asked_headers": asked_header_sets(analysis, capture),  # in the identity; named, since it can't say them
         "not_text": not_text(analysis, capture),  # image, video, speech generation: in no figure nor the identity
         "media_identity": w["media"] or None,  # theirs: the same text workload beside other media requests is other traffic
+        "media_short": w["media_short"],  # as `infertap info` and compare show it: its version tag, 16 hex digits
     }
     uncounted = " and ".join(name for name in _TOKENS if value["requests"] and value[name] is None)
     advice = (
@@ -916,7 +917,7 @@ def value_text(name: str, value: Any) -> str:
         if value.get("schedule_not_kept"):
             line += f"; {value['schedule_not_kept']}"
         if value.get("not_text"):
-            media = f"; media {value['media_identity'][:16]}" if value.get("media_identity") else ""
+            media = f"; media {value['media_short']}" if value.get("media_short") else ""
             line += f"; apart: {not_text_words(value['not_text'])} (no text tokens to time: in no figure nor the identity{media})"
         if any(h != "none" for h in value.get("asked_headers") or ()):
             line += f"; headers asked: {asked_words(value['asked_headers'])}"

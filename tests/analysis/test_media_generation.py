@@ -69,5 +69,16 @@ def test_compare_and_the_card_name_the_image_requests_their_identity_leaves_out(
     assert same["identical"] and "differ" not in same["how"]
     text = field_text("workload", claim(tmp_path / "mixed", cache_dir=tmp_path / "cache")["workload"])
     assert "1 generation requests" in text and "apart: 2 image generation requests (no text tokens to time" in text
-    assert "in no figure nor the identity; media " in text
+    # The media hash as `infertap info` shows it, with its version tag (it was bare on the card).
+    info = CliRunner().invoke(cli, ["info", str(tmp_path / "mixed")])
+    assert info.exit_code == 0, info.output
+    tagged = workload_identity(tmp_path / "mixed").media_short
+    assert tagged and tagged.startswith("wl") and f"(media {tagged})" in info.output, info.output
+    assert f"in no figure nor the identity; media {tagged})" in text, text
+    # Must differ: other images are another media hash on the card; must match: the same images, the same one.
+    write_capture(tmp_path / "other", [{}, {**IMAGE, "body": {**IMAGE["body"], "prompt": "an owl"}}], run_wall=1_800_000_000.0)
+    for name, same in (("again", True), ("other", False)):
+        card = field_text("workload", claim(tmp_path / name, cache_dir=tmp_path / "cache")["workload"])
+        assert (f"media {tagged})" in card) is same, card
+        assert f"media {workload_identity(tmp_path / name).media_short})" in card, card
     assert "apart:" not in field_text("workload", claim(tmp_path / "chat", cache_dir=tmp_path / "cache")["workload"])
