@@ -190,7 +190,8 @@ def divergence(
     exchanges and ``<name>_e`` of enrichments, compare.py's ``Run``); ``folder``: an empty place for
     the pairs' files, removed after; ``top``: how many of the most divergent pairs, and of the pairs
     a side failed (the first, by id), are listed. Each pair's exactness goes to
-    table ``exact`` (``ord, exact``) when named (sessions are judged on it); each pair's prompt
+    table ``exact`` (``ord, exact, embeddings``) when named (sessions are judged on it; an embeddings
+    pair's is whether its vectors are identical); each pair's prompt
     comparison is counted in ``prompts`` when given (``distrusted``: whether each side's rebuilt
     prompts disagreed with its engine's own counts, configdiff.prompt_diff); ``metrics``: each side's
     metrics table (compare's ``<name>_m``), where known: then ``failed`` says how many of its pairs are
@@ -210,7 +211,9 @@ def divergence(
     worst = _Worst(top)
     embedded = EmbeddingPairs(top, vectors)
     results = f"{pairs.name}_results"
-    con.execute(f"CREATE OR REPLACE TABLE {results} (ord BIGINT, exact BOOLEAN, position BIGINT, failed BOOLEAN)")
+    con.execute(
+        f"CREATE OR REPLACE TABLE {results} (ord BIGINT, exact BOOLEAN, position BIGINT, failed BOOLEAN, embeddings BOOLEAN)"
+    )
     writer = con.cursor()
     n = compared = differ = 0
     failed = dict.fromkeys(FAILED_KEYS, 0)
@@ -220,6 +223,7 @@ def divergence(
         exacts: list[bool | None] = []
         ats: list[int | None] = []
         fails: list[bool] = []
+        embeds: list[bool] = []  # a pair of embeddings answers: its exactness is of its vectors
         columns = [chunk.column(i).to_pylist() for i in range(5)]
         for ord_, blob_a, blob_b, blob_ea, blob_eb in zip(*columns, strict=True):
             sa, sb = load_summary(blob_a), load_summary(blob_b)
@@ -230,12 +234,13 @@ def divergence(
                 if d is not None:
                     prompts[d.get("why", "equal") if d.get("equal") is not True else "equal"] += 1
             if sa.embeddings is not None and sb.embeddings is not None:
-                # Two embeddings answers: their vectors, not their text, are compared (embedding_divergence).
-                embedded.add(ord_, sa, sb)
+                # Two embeddings answers: their vectors, not their text, are compared (embedding_divergence),
+                # and whether they are identical is the pair's exactness (None: a side failed or not read).
                 ords.append(ord_)
-                exacts.append(None)
+                exacts.append(embedded.add(ord_, sa, sb))
                 ats.append(None)
                 fails.append(False)
+                embeds.append(True)
                 continue
             unknown = sa.api == sb.api == UNKNOWN.name
             unread = {sa.parse_error, sb.parse_error}
@@ -261,6 +266,7 @@ def divergence(
                 exacts.append(None)
                 ats.append(None)
                 fails.append(False)
+                embeds.append(False)
                 continue
             item = _pair_divergence(sa, sb, ea, eb, counts, readability, extract, references)
             n += 1
@@ -295,12 +301,14 @@ def divergence(
             exacts.append(bool(item["exact"]))
             ats.append(at)
             fails.append("failed" in item)
+            embeds.append(False)
         done = pa.table(
             {
                 "ord": pa.array(ords, pa.int64()),
                 "exact": pa.array(exacts, pa.bool_()),
                 "position": pa.array(ats, pa.int64()),
                 "failed": pa.array(fails, pa.bool_()),
+                "embeddings": pa.array(embeds, pa.bool_()),
             }
         )
         writer.register("done_batch", done)
@@ -357,7 +365,7 @@ def divergence(
     if metrics is not None:
         failed["not_generation"] = _not_generation(con, results, pairs.name, *metrics)
     if exact is not None:
-        con.execute(f"CREATE OR REPLACE VIEW {exact} AS SELECT ord, exact FROM {results}")
+        con.execute(f"CREATE OR REPLACE VIEW {exact} AS SELECT ord, exact, embeddings FROM {results}")
     return summary
 
 

@@ -33,7 +33,8 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
 
     ``a``/``b``: each run's metrics (``exchange_id, ord, generation, session, turn, sent_wall_ns,
     end_wall_ns, ok, unfinished``, ``ord`` the exchange's place in its capture); ``pairs``: the pairs (pairing.py's
-    ``pair_in``); ``exact``: ``(ord, exact)`` per pair, whether its answers are equal."""
+    ``pair_in``); ``exact``: ``(ord, exact, embeddings)`` per pair, whether its answers are equal
+    (an embeddings pair's: its vectors), and whether it is of embeddings answers."""
     table = f"{pairs}_sessions"
     # One step a table: DuckDB runs each aggregate and join within its buffer (spilling beyond it),
     # where the same steps as one query hold all their hash tables at once (a million sessions
@@ -61,17 +62,32 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
                arg_min(b_session, ord) FILTER (WHERE b_session <> '') AS b_session
         FROM {table}_p GROUP BY session"""
     )
+    # A's embeddings requests in a session (named by a header: they link to no turn) whose vectors
+    # differ on B, each at the turn it feeds: the session's first generation request sent after it
+    # (a harness embeds, then asks with what it found), else its last turn.
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE {table}_v AS
+        SELECT session, min(turn) AS first_difference FROM (
+            SELECT v.ord, v.session,
+                   coalesce(min(coalesce(g.turn, 0)) FILTER (WHERE g.sent_wall_ns >= v.sent_wall_ns), max(coalesce(g.turn, 0))) AS turn
+            FROM (SELECT p.ord, ma.session, ma.sent_wall_ns
+                  FROM {pairs} p JOIN {a} ma ON ma.exchange_id = p.a_id JOIN {exact} e ON e.ord = p.ord
+                  WHERE e.embeddings AND NOT e.exact AND ma.session IS NOT NULL) v
+            JOIN {a} g ON g.generation AND g.session = v.session
+            GROUP BY v.ord, v.session)
+        GROUP BY session"""
+    )
     # ``i``: the session's first exchange's place in A, so that ordering by it is A's order.
     con.execute(
         f"""CREATE OR REPLACE TABLE {table} AS
         SELECT sa.first_ord AS i, sa.session, sa.turns, coalesce(sb.paired, 0) AS paired,
-               sb.first_difference, sb.b_session, sa.a_first, sa.a_last, sb.b_first, sb.b_last,
+               least(sb.first_difference, sv.first_difference) AS first_difference, sb.b_session, sa.a_first, sa.a_last, sb.b_first, sb.b_last,
                coalesce(sb.unfinished, 0) AS unfinished, sa.chained,
                (sa.a_first IS NOT NULL AND sa.a_last IS NOT NULL AND sb.b_first IS NOT NULL AND sb.b_last IS NOT NULL
                 AND coalesce(sb.answered, 0) >= sa.turns) AS compared
-        FROM {table}_a sa LEFT JOIN {table}_b sb USING (session)"""
+        FROM {table}_a sa LEFT JOIN {table}_b sb USING (session) LEFT JOIN {table}_v sv USING (session)"""
     )
-    for step in "apb":
+    for step in "apbv":
         con.execute(f"DROP TABLE {table}_{step}")
     sessions, multi, multi_compared, identical, chained = con.execute(
         # Every figure but the counts of A's sessions is over the compared sessions alone (every turn

@@ -683,3 +683,43 @@ def test_the_report_gives_compares_sessions_and_engine_state_lines(tmp_path):
     # Must match: one run alone has no comparison to give.
     alone = render(a)
     assert "<h3>Sessions</h3>" not in alone and "engines&#x27; state" not in alone
+
+
+def _embedded(vector: list[float]) -> bytes:
+    data = [{"object": "embedding", "index": 0, "embedding": vector}]
+    return json.dumps({"object": "list", "data": data, "model": "m", "usage": {"prompt_tokens": 2, "total_tokens": 2}}).encode()
+
+
+def test_an_embeddings_request_whose_vectors_differ_is_a_differing_turn(tmp_path):
+    """An embeddings pair had no exactness, so a session whose retrieval's vectors changed on B was
+    called identical. Now its vectors are its answer: where they differ the session differs at the
+    turn the request feeds (the next one sent after it, else the session's last), where they are
+    identical it does not."""
+
+    def session(name: str, turns: int, embed_after: int, vector: list[float]) -> list[dict[str, Any]]:
+        history: list[str] = []
+        xs: list[dict[str, Any]] = []
+        for t in range(turns):
+            history = [*history, f"{name} q{t}"]
+            answer = f"{name} a{t}"
+            xs.append({"id": f"{name}{t}", "session": name, "offset_s": 2 * t, "body": _messages(*history), "chunks": [_reply(answer)]})  # fmt: skip
+            history = [*history, answer]
+            if t == embed_after:  # sent after this turn ended, before the next
+                body = {"model": "m", "input": f"{name} look up {t}"}
+                xs.append({"id": f"{name}e", "session": name, "offset_s": 2 * t + 1, "path": "/v1/embeddings", "body": body, "chunks": [_embedded(vector)]})  # fmt: skip
+        return xs
+
+    a_vec, b_vec = [0.5, -0.25, 0.125], [0.5, 0.25, 0.125]
+    write_capture(tmp_path / "a", [*session("s1", 3, 0, a_vec), *session("s2", 3, 2, a_vec)])
+    write_capture(tmp_path / "b", [*session("s1", 3, 0, b_vec), *session("s2", 3, 2, b_vec)])
+    write_capture(tmp_path / "same", [*session("s1", 3, 0, a_vec), *session("s2", 3, 2, a_vec)])
+    differ = compare(tmp_path / "a", tmp_path / "b")
+    assert differ["divergence"]["embeddings"]["differ"] == 2, differ["divergence"]["embeddings"]
+    s = differ["sessions"]
+    assert (s["sessions"], s["compared"]) == (2, 2), s
+    # s1's embeddings feed its turn 1; s2's came after its last turn (2)
+    assert s["first_differing_turn"] == {"identical": 0, "differing": 2, "by_turn": {"1": 1, "2": 1}}, s
+    assert {row["session"]: row["first_differing_turn"] for row in s["slowest"]} == {"s1": 1, "s2": 2}
+    same = compare(tmp_path / "a", tmp_path / "same")
+    assert same["divergence"]["embeddings"]["identical"] == 2, same["divergence"]["embeddings"]
+    assert same["sessions"]["first_differing_turn"] == {"identical": 2, "differing": 0, "by_turn": {}}
