@@ -13,6 +13,7 @@ from .answer_lists import listed, side_by_side
 from .exact_value import Surd, evaluated, product_at, spelled, summed
 from .greek_letters import as_commands
 from .math_letters import MATH_BRACKET, last_math, multiplied
+from .polynomial import expanded, polynomial_value
 from .relations import related
 from .scan import Scan
 from .sum_terms import GREEK, negated, ordered_sum
@@ -326,6 +327,19 @@ def _spaced(text: str) -> str:
 
 
 def number(text: str) -> str | None:
+    """The number the text gives as its answer (``_read``), a spelling with a bracket multiplied out where it
+    is a polynomial or a quotient of two (``polynomial.expanded``): "x(x+1)" is "x^2+x", "2/(\\pi+1)"
+    "\\frac{2}{\\pi+1}", as math-verify reads them (they were compared by spelling, other answers)."""
+    read = _read(text)
+    if read is None or (product := expanded(read)) is None:
+        return read
+    spelled = _read(f"\\boxed{{{product}}}")
+    # read back as the value it is: where the extractor reads the sum otherwise ("\\frac{5}{2} m", a unit's
+    # "m" dropped), the reading stays as it was
+    return spelled if spelled is not None and polynomial_value(spelled) == polynomial_value(read) else read
+
+
+def _read(text: str) -> str | None:
     """The number the text gives as its answer, written so that equal values are equal strings
     ("3.50", "3.5" and "35e-1" are "3.5"; "-0.0" is "0"; "\\frac{1}{2}" and "1/2" are "0.5"; the
     mixed number "1 1/2" is "1.5"); an expression that is no rational number, "\\frac{\\sqrt2}{2}",
@@ -709,8 +723,8 @@ def _ordered(spelling: str) -> str:
     terms = _top_terms(spelling)
     if (opened := _brackets_opened(terms)) is not None:
         return _ordered(opened)
-    if (expanded := _distributed(terms)) is not None:
-        return _ordered(expanded)
+    if (distributed := _distributed(terms)) is not None:
+        return _ordered(distributed)
     out = ""
     for joiner, product in _like_terms(terms):
         out = _signed_term(out + joiner, product)
