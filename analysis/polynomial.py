@@ -262,7 +262,7 @@ def _spelled_polynomial(poly: Polynomial) -> str:
     if not poly:
         return "0"
     out = ""
-    for monomial, c in sorted(poly.items()):
+    for monomial, c in sorted(poly.items(), key=lambda item: (not item[0], item[0])):  # the number last, as written
         symbols = " ".join(s + (f"^{{{k}}}" if k > 1 else "") for s, k in monomial)
         body = _spelled_number(abs(c)) if not monomial or abs(c) != 1 else ""
         term = body + (" " if body and symbols else "") + symbols

@@ -1205,6 +1205,8 @@ def test_known_answers_are_graded_as_math_verify_grades_them(answer: str, refere
         ("\\boxed{(x+1)^2}", "\\boxed{x^2+1}", False),
         ("\\boxed{x(x+y)}", "\\boxed{x^2+xy}", True),
         ("\\boxed{\\pi(\\pi+1)}", "\\boxed{\\pi^2+\\pi}", True),
+        ("\\boxed{(\\pi+1)(\\pi-1)}", "\\boxed{\\pi^2-1}", True),  # was "(\\pi+1)(\\pi-1)"
+        ("\\boxed{(\\pi+1)(\\pi-1)}", "\\boxed{\\pi^2+1}", False),
         ("\\boxed{\\alpha(\\alpha-1)}", "\\boxed{\\alpha^2-\\alpha}", True),
         ("\\boxed{\\alpha(\\alpha-1)}", "\\boxed{\\alpha^2-1}", False),
         ("\\boxed{\\frac{2}{(x+1)(x-1)}}", "\\boxed{\\frac{2}{x^2-1}}", True),
