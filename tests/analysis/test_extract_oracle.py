@@ -1248,3 +1248,18 @@ def test_known_answers_multiplied_out_grade_as_math_verify_grades(gold: str, ans
     builtin, oracle = grader("number"), grader("math")
     assert oracle.same(oracle.known(gold), oracle.read(answer)) is same
     assert builtin.same(builtin.known(gold), builtin.read(answer)) is same
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{-1+\\pi}", "\\boxed{\\pi+1}", False),  # was "\\pi+1" both: the first term's sign lost
+        ("\\boxed{-1+\\pi}", "\\boxed{\\pi-1}", True),
+        ("\\boxed{-1-\\pi}", "\\boxed{1-\\pi}", False),  # was "-\\pi+1" both
+        ("\\boxed{-1-\\pi}", "\\boxed{-\\pi-1}", True),
+        ("\\boxed{-1+2^x}", "\\boxed{2^x+1}", False),
+        ("\\boxed{-1+2^x}", "\\boxed{2^x-1}", True),
+    ],
+)
+def test_a_sums_first_term_keeps_its_sign(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
