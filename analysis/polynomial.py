@@ -1,8 +1,8 @@
 """A ``number`` spelling that holds a bracket, read as a polynomial (or a quotient of two) and multiplied
 out, so that one value written two ways is one answer: ``x\\cdot(x+1)`` is ``x^2+x``, ``(x+1)(x-1)``
-``x^2-1``, ``(x+1)^{2}`` ``x^2+2x+1``, and ``2/(\\pi+1)`` (a box the extractor reads as more than one
-number, spelled as written) is ``\\frac{2}{\\pi+1}``, as math-verify reads them; they were compared by
-their spelling, wrong answers to each other.
+``x^2-1``, ``(x+1)^{2}`` ``x^2+2x+1``, and ``2/(\\pi+1)`` and ``2/\\pi`` (boxes the extractor reads as
+more than one number, spelled as written) are ``\\frac{2}{\\pi+1}`` and ``\\frac{2}{\\pi}``, as math-verify
+reads them; they were compared by their spelling, wrong answers to each other.
 
 Exact: coefficients are ``Fraction``s, variables (a letter, its subscript with it, a Greek letter) and
 ``\\pi`` are symbols, never numbers. A quotient is its numerator and denominator each multiplied out, not
@@ -287,10 +287,10 @@ def polynomial_value(spelling: str) -> dict[_Key, Polynomial] | None:
 
 
 def expanded(spelling: str) -> str | None:
-    """``spelling`` multiplied out, where it holds a bracket or a ``\\frac`` and reads as a polynomial or a
+    """``spelling`` multiplied out, where it holds a bracket, a "/" or a ``\\frac`` and reads as a polynomial or a
     quotient of two: written as a sum (``x^{2}+x``) of polynomials and ``\\frac{...}{...}`` of them, for the
     extractor to spell one way; None where it holds neither (already spelled one way) or is no such value."""
-    if "(" not in spelling and "\\frac" not in spelling:
+    if "(" not in spelling and "/" not in spelling and "\\frac" not in spelling:
         return None
     terms = polynomial_value(spelling)
     if terms is None:

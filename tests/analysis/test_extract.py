@@ -977,7 +977,7 @@ def test_letters_inside_math_match_their_product_and_differ_from_the_terms_witho
         ("2x/3 + 1", "\\frac{2x}{3}+1"),
         ("x/2y", "\\frac{x}{2y}"),  # the divisor all after the "/", as math-verify reads it
         ("x^2/2", "\\frac{x^{2}}{2}"),
-        ("x/2 \\cdot 3", "x/2\\cdot3"),  # 3x/2: as written, never x over 6
+        ("x/2 \\cdot 3", "\\frac{3x}{2}"),  # 3x/2, as math-verify reads it (``polynomial``; it was as written), never x over 6
         ("2^x/2", "\\frac{2^{x}}{2}"),  # was "2", its divisor: the letter only in an exponent
         ("\\boxed{2^{x} / 3}", "\\frac{2^{x}}{3}"),  # was "3"
         ("x^{1/2}", "x^{1/2}"),  # was "\\frac{x^{1}{2}}": an exponent's slash is no quotient's

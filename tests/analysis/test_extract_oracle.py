@@ -1227,6 +1227,10 @@ def test_a_product_with_a_bracket_is_multiplied_out(a: str, b: str, same: bool) 
         ("\\boxed{2/(-\\pi-1)}", "\\boxed{-\\frac{2}{\\pi+1}}", True),
         ("\\boxed{2/(\\pi+1) + 1}", "\\boxed{1 + \\frac{2}{\\pi+1}}", True),
         ("\\boxed{2/(\\pi+1) + 1}", "\\boxed{\\frac{2}{\\pi+1}}", False),
+        ("\\boxed{2/\\pi}", "\\boxed{\\frac{2}{\\pi}}", True),  # was 2, the divisor lost
+        ("\\boxed{2/\\pi}", "\\boxed{2}", False),
+        ("\\boxed{2/\\pi}", "\\boxed{\\frac{3}{\\pi}}", False),
+        ("$1/\\pi$", "\\boxed{\\frac{1}{\\pi}}", True),
     ],
 )
 def test_a_quotient_by_a_bracket_of_no_value_is_its_fraction(a: str, b: str, same: bool) -> None:
