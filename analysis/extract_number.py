@@ -13,6 +13,7 @@ from .answer_lists import listed, side_by_side
 from .exact_value import Surd, evaluated, product_at, spelled, summed
 from .greek_letters import as_commands
 from .math_letters import MATH_BRACKET, last_math, multiplied
+from .polynomial import expanded, polynomial_value
 from .relations import related
 from .scan import Scan
 from .sum_terms import GREEK, negated, ordered_sum
@@ -38,9 +39,10 @@ _LONGEST_FRACTION = 200  # characters of its two parts
 _WHOLE = r"(?:(?<![\w)\]])(-)[ \t]*)?(?<![\w.,^/\\])(\d{1,3}(?:,\d{3})+|\d+)"
 # A LaTeX expression that is no rational number ("\frac{\sqrt{2}}{2}", "2\sqrt3", "\frac{\pi}{2}"):
 # its command, a number before it (a factor) and a sign; read as one answer (``_expressions``).
-# Right after "\cdot" or "\times" ("2\cdot\sqrt{2}") their letters are no word it is part of.
+# Right after "\cdot" or "\times" ("2\cdot\sqrt{2}") their letters are no word it is part of; right after a "/" the
+# command alone is a divisor ("2/\pi": it read 2, the divisor lost; the box is then a quotient, ``polynomial``).
 _IRRATIONAL = re.compile(
-    r"((?<![\w)\]])-\s*)?(?:(?<=\\cdot)|(?<=\\times)|(?<![\w.,^/\\]))((?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])"
+    r"((?<![\w)\]])-\s*)?(?:(?<=\\cdot)|(?<=\\times)|(?<![\w.,^/\\])|(?<=/)(?=\\))((?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])"
 )
 # A power of a number ("2^3", "10^{-3}"), evaluated: "50 cm^2" is no power of a number; right after
 # "\\cdot" or "\\times" ("3\\times2^x") their letters are no word it is part of.
@@ -121,7 +123,8 @@ _ATOM = (  # no word of prose
 )
 _TERM = _ATOM + r"(?:[ \t]*(?:\\cdot|\\times|\*|/)[ \t]*(?:-[ \t]*)?" + _ATOM + r")*"  # "x \\cdot -3": a factor's sign
 _JOINER = re.compile(r"[ \t]*[-+][ \t]*")
-_HEAD = re.compile(r"(?<![\w\\.,])(?:" + _TERM + r"[ \t]*[-+][ \t]*)+\Z")
+# a sign before the first term is its own ("-1 + \\pi" is \\pi-1; it was \\pi+1, the sign lost)
+_HEAD = re.compile(r"(?:(?<![\w)\]}])-[ \t]*)?(?<![\w\\.,])(?:" + _TERM + r"[ \t]*[-+][ \t]*)+\Z")
 _SIGNED_HEAD = re.compile(r"(?<![\w\\.,])" + _TERM + r"(?:[ \t]*[-+][ \t]*" + _TERM + r")*[ \t]*\Z")  # before "- 2^x"
 _SPACED_SIGN = re.compile(r"[-+][ \t]")
 _TAIL = re.compile(r"(?:[ \t]*[-+][ \t]*(?:-[ \t]*)?" + _TERM + r")+")
@@ -326,6 +329,19 @@ def _spaced(text: str) -> str:
 
 
 def number(text: str) -> str | None:
+    """The number the text gives as its answer (``_read``), a spelling with a bracket multiplied out where it
+    is a polynomial or a quotient of two (``polynomial.expanded``): "x(x+1)" is "x^2+x", "2/(\\pi+1)"
+    "\\frac{2}{\\pi+1}", as math-verify reads them (they were compared by spelling, other answers)."""
+    read = _read(text)
+    if read is None or (product := expanded(read)) is None:
+        return read
+    spelled = _read(f"\\boxed{{{product}}}")
+    # read back as the value it is: where the extractor reads the sum otherwise ("\\frac{5}{2} m", a unit's
+    # "m" dropped), the reading stays as it was
+    return spelled if spelled is not None and polynomial_value(spelled) == polynomial_value(read) else read
+
+
+def _read(text: str) -> str | None:
     """The number the text gives as its answer, written so that equal values are equal strings
     ("3.50", "3.5" and "35e-1" are "3.5"; "-0.0" is "0"; "\\frac{1}{2}" and "1/2" are "0.5"; the
     mixed number "1 1/2" is "1.5"); an expression that is no rational number, "\\frac{\\sqrt2}{2}",
@@ -709,8 +725,8 @@ def _ordered(spelling: str) -> str:
     terms = _top_terms(spelling)
     if (opened := _brackets_opened(terms)) is not None:
         return _ordered(opened)
-    if (expanded := _distributed(terms)) is not None:
-        return _ordered(expanded)
+    if (distributed := _distributed(terms)) is not None:
+        return _ordered(distributed)
     out = ""
     for joiner, product in _like_terms(terms):
         out = _signed_term(out + joiner, product)

@@ -801,7 +801,8 @@ def test_a_product_after_a_power_matches_the_one_before_it_and_differs_from_its_
         ("-2 \\cdot x", "-2x"),
         ("x \\cdot y", "xy"),  # was None
         ("2 \\cdot x + 1", "2x+1"),  # a sum's product too (was "2\\cdot x+1")
-        ("(x+1) \\cdot y", "y\\cdot(x+1)"),  # a dot before a bracket after a letter: no function "y(x+1)"
+        ("(x+1) \\cdot y", "xy+y"),  # multiplied out, as "y(x+1)" is: no function "y(x+1)"
+        ("(x+\\sqrt{2}) \\cdot y", "y\\cdot(x+\\sqrt{2})"),  # a root's, no polynomial: a dot before the bracket
         ("x = 3", "3"),  # a letter alone is no product
         ("5 m", "5"),  # a letter after a number and a space: its unit
         ("3 apples", "3"),
@@ -972,11 +973,11 @@ def test_letters_inside_math_match_their_product_and_differ_from_the_terms_witho
         ("x/2", "\\frac{x}{2}"),  # was "x/2", another answer than "\\frac{x}{2}"
         ("\\boxed{x / 2}", "\\frac{x}{2}"),
         ("1/x", "\\frac{1}{x}"),
-        ("(x+1)/2", "\\frac{x+1}{2}"),  # a bracket around a part is none
+        ("(x+1)/2", "\\frac{x}{2}+0.5"),  # a bracket around a part is none; multiplied out, as "0.5x+0.5" is
         ("2x/3 + 1", "\\frac{2x}{3}+1"),
         ("x/2y", "\\frac{x}{2y}"),  # the divisor all after the "/", as math-verify reads it
         ("x^2/2", "\\frac{x^{2}}{2}"),
-        ("x/2 \\cdot 3", "x/2\\cdot3"),  # 3x/2: as written, never x over 6
+        ("x/2 \\cdot 3", "\\frac{3x}{2}"),  # 3x/2, as math-verify reads it (``polynomial``; it was as written), never x over 6
         ("2^x/2", "\\frac{2^{x}}{2}"),  # was "2", its divisor: the letter only in an exponent
         ("\\boxed{2^{x} / 3}", "\\frac{2^{x}}{3}"),  # was "3"
         ("x^{1/2}", "x^{1/2}"),  # was "\\frac{x^{1}{2}}": an exponent's slash is no quotient's
@@ -1009,7 +1010,7 @@ def test_a_quotient_matches_its_fraction_and_differs_from_other_quotients() -> N
         ("\\frac{6x}{4}", "\\frac{3x}{2}"),  # reduced
         ("2x/4", "\\frac{x}{2}"),
         ("0.5x^2", "\\frac{x^{2}}{2}"),
-        ("0.5(x+1)", "\\frac{x+1}{2}"),  # as "(x+1)/2" is
+        ("0.5(x+1)", "\\frac{x}{2}+0.5"),  # as "(x+1)/2" is
         ("\\frac{1}{2}x + 1", "\\frac{x}{2}+1"),
         ("\\frac{x}{2y}", "\\frac{x}{2y}"),  # a letter in the divisor: as written
         ("1.5\\pi", "\\frac{3\\pi}{2}"),  # a multiple of \\pi as a letter's
@@ -1136,7 +1137,8 @@ def test_a_functions_application_matches_its_spellings_and_differs_from_its_numb
         ("(x+1)", "x+1"),  # was "(x+1)": brackets around the whole answer
         ("(2^x + 1)", "2^{x}+1"),
         ("-(x+1)", "-x-1"),  # a sign's bracket, no whole's: opened
-        ("(x+1)(x-1)", "(x+1)(x-1)"),
+        ("(x+1)(x-1)", "x^{2}-1"),  # multiplied out (``polynomial``)
+        ("(x+1)(x-\\sqrt{2})", "(x+1)(x-\\sqrt{2})"),  # a root's: as written
         ("1e99999^2", "1E+99999^{2}"),  # a number's exponent, no sum's term
     ],
 )
@@ -1233,3 +1235,46 @@ def test_a_fraction_parts_minus_is_its_terms_signs_flipped_not_its_first_charact
     assert _product("\\frac{-x}{2}", True) == (True, Fraction(1, 2), [(5, "x")])
     assert _product("\\frac{x}{-2}", True) == _product("\\frac{-x}{2}", True) != _product("\\frac{x}{2}", True)
     assert _product("\\frac{-x+1}{2}", True) == (False, Fraction(1), [(2, "\\frac{-x+1}{2}")])
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{x(x+1)}", "\\boxed{x^2+x}", True),  # was "x\\cdot(x+1)" and "x+x^{2}"
+        ("\\boxed{x(x+2)}", "\\boxed{x^2+x}", False),
+        ("\\boxed{(x+1)(x-1)}", "\\boxed{x^2-1}", True),
+        ("\\boxed{(x+1)(x-1)}", "\\boxed{x^2+1}", False),
+        ("\\boxed{2/(\\pi+1)}", "\\boxed{\\frac{2}{\\pi+1}}", True),  # was "2/(\\pi+1)", as written
+        ("\\boxed{2/(\\pi+2)}", "\\boxed{\\frac{2}{\\pi+1}}", False),
+        ("\\boxed{0.5(x+1)(x-1)}", "\\boxed{\\frac{x^2-1}{2}}", True),  # exact: Fractions, no float
+        ("\\boxed{0.5(x+1)(x-1)}", "\\boxed{\\frac{x^2-1}{3}}", False),
+    ],
+)
+def test_a_polynomial_with_a_bracket_is_read_multiplied_out(a: str, b: str, same: bool) -> None:
+    """Without math-verify too: the built-in reading is one spelling per polynomial (``polynomial``)."""
+    assert (number(a) == number(b)) is same, (number(a), number(b))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\\boxed{(x+1)^{13}}",  # a power past the largest multiplied out
+        "\\boxed{(a+b+c+d+e+f+g+h)^{3}}",  # a product past the most terms
+        "\\boxed{f(x)}",  # a function's application
+        "\\boxed{(x+1)(x-\\sqrt{2})}",  # a root: no polynomial
+        "\\boxed{1/(x-x)}",  # over zero: no value
+    ],
+)
+def test_what_is_no_polynomial_of_ours_is_read_as_before(text: str) -> None:
+    from infertap.analysis.extract_number import _read
+
+    assert number(text) == _read(text) is not None
+
+
+def test_a_fraction_of_a_sum_over_a_number_is_its_terms() -> None:
+    """One spelling whether the divisor is the fraction's or the terms' ("\\frac{x+1}{2}" was another answer than
+    "0.5x+0.5" and "\\frac{x}{2}+\\frac{1}{2}")."""
+    assert number("\\boxed{\\frac{x+1}{2}}") == number("\\boxed{0.5x+0.5}") == number("\\boxed{\\frac{x}{2}+\\frac12}")
+    assert number("\\boxed{\\frac{x+1}{2}}") != number("\\boxed{0.5x+1}")
+    assert number("\\boxed{x/(2y)}") == number("\\boxed{\\frac{x}{2y}}") == "\\frac{x}{2y}"
+    assert number("5m/2") == "\\frac{5m}{2}"  # read back as a unit's "m" (2.5): the reading as it was

@@ -975,8 +975,8 @@ def test_a_rational_before_a_bracket_of_no_value_is_its_fractions(a: str, b: str
     _assert_read_as_the_oracle_reads(a, b, same)
 
 
-def test_a_fraction_of_a_bracket_with_a_power_keeps_the_bracket_whole() -> None:
-    assert number("\\boxed{\\frac{(x+1)^2}{2}}") == number("\\boxed{\\frac{1}{2}(x+1)^2}") == "\\frac{(x+1)^{2}}{2}"
+def test_a_fraction_of_a_bracket_with_a_power_is_multiplied_out_whole() -> None:
+    assert number("\\boxed{\\frac{(x+1)^2}{2}}") == number("\\boxed{\\frac{1}{2}(x+1)^2}") == "\\frac{x^{2}}{2}+x+0.5"
 
 
 @pytest.mark.parametrize(
@@ -1189,3 +1189,81 @@ def test_known_answers_are_graded_as_math_verify_grades_them(answer: str, refere
     numbers, maths = grader("number"), grader("math")
     assert maths.same(maths.known(reference), maths.read(answer)) is right
     assert numbers.same(numbers.known(reference), numbers.read(answer)) is right
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{x(x+1)}", "\\boxed{x^2+x}", True),  # was "x\\cdot(x+1)" and "x+x^{2}"
+        ("\\boxed{x(x+2)}", "\\boxed{x^2+x}", False),
+        ("\\boxed{2x(x-1)}", "\\boxed{2x^2-2x}", True),  # was "2x\\cdot(x-1)"
+        ("\\boxed{2x(x-1)}", "\\boxed{2x^2-x}", False),
+        ("\\boxed{(x+1)(x-1)}", "\\boxed{x^2-1}", True),  # was "(x+1)(x-1)"
+        ("\\boxed{(x+1)(x+1)}", "\\boxed{x^2-1}", False),
+        ("\\boxed{(x+1)(x+1)}", "\\boxed{(x+1)^2}", True),  # was "(x+1)(x+1)" and "(x+1)^{2}"
+        ("\\boxed{(x+1)^2}", "\\boxed{x^2+2x+1}", True),
+        ("\\boxed{(x+1)^2}", "\\boxed{x^2+1}", False),
+        ("\\boxed{x(x+y)}", "\\boxed{x^2+xy}", True),
+        ("\\boxed{\\pi(\\pi+1)}", "\\boxed{\\pi^2+\\pi}", True),
+        ("\\boxed{(\\pi+1)(\\pi-1)}", "\\boxed{\\pi^2-1}", True),  # was "(\\pi+1)(\\pi-1)"
+        ("\\boxed{(\\pi+1)(\\pi-1)}", "\\boxed{\\pi^2+1}", False),
+        ("\\boxed{\\alpha(\\alpha-1)}", "\\boxed{\\alpha^2-\\alpha}", True),
+        ("\\boxed{\\alpha(\\alpha-1)}", "\\boxed{\\alpha^2-1}", False),
+        ("\\boxed{\\frac{2}{(x+1)(x-1)}}", "\\boxed{\\frac{2}{x^2-1}}", True),
+        ("\\boxed{\\frac{2}{(x+1)(x-1)}}", "\\boxed{\\frac{2}{x^2+1}}", False),
+    ],
+)
+def test_a_product_with_a_bracket_is_multiplied_out(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{2/(\\pi+1)}", "\\boxed{\\frac{2}{\\pi+1}}", True),  # was "2/(\\pi+1)", the box as written
+        ("\\boxed{2/(\\pi+2)}", "\\boxed{\\frac{2}{\\pi+1}}", False),
+        ("\\boxed{2/(\\pi+1)}", "\\boxed{\\pi+1}", False),
+        ("$2/(\\pi+1)$", "\\boxed{\\frac{2}{\\pi+1}}", True),
+        ("\\boxed{2/(-\\pi-1)}", "\\boxed{-\\frac{2}{\\pi+1}}", True),
+        ("\\boxed{2/(\\pi+1) + 1}", "\\boxed{1 + \\frac{2}{\\pi+1}}", True),
+        ("\\boxed{2/(\\pi+1) + 1}", "\\boxed{\\frac{2}{\\pi+1}}", False),
+        ("\\boxed{2/\\pi}", "\\boxed{\\frac{2}{\\pi}}", True),  # was 2, the divisor lost
+        ("\\boxed{2/\\pi}", "\\boxed{2}", False),
+        ("\\boxed{2/\\pi}", "\\boxed{\\frac{3}{\\pi}}", False),
+        ("$1/\\pi$", "\\boxed{\\frac{1}{\\pi}}", True),
+    ],
+)
+def test_a_quotient_by_a_bracket_of_no_value_is_its_fraction(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer", "same"),
+    [
+        ("x^2+x", "The answer is $\\boxed{x(x+1)}$.", True),
+        ("x(x+1)", "The answer is $\\boxed{x^2+x}$.", True),
+        ("x^2+x", "The answer is $\\boxed{x(x+2)}$.", False),
+        ("\\frac{2}{\\pi+1}", "So $\\boxed{2/(\\pi+1)}$.", True),
+        ("\\frac{2}{\\pi+1}", "So $\\boxed{2/(\\pi+2)}$.", False),
+    ],
+)
+def test_known_answers_multiplied_out_grade_as_math_verify_grades(gold: str, answer: str, same: bool) -> None:
+    """The grader compare runs: a known answer written bare against a model's answer, both graders agreeing."""
+    builtin, oracle = grader("number"), grader("math")
+    assert oracle.same(oracle.known(gold), oracle.read(answer)) is same
+    assert builtin.same(builtin.known(gold), builtin.read(answer)) is same
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{-1+\\pi}", "\\boxed{\\pi+1}", False),  # was "\\pi+1" both: the first term's sign lost
+        ("\\boxed{-1+\\pi}", "\\boxed{\\pi-1}", True),
+        ("\\boxed{-1-\\pi}", "\\boxed{1-\\pi}", False),  # was "-\\pi+1" both
+        ("\\boxed{-1-\\pi}", "\\boxed{-\\pi-1}", True),
+        ("\\boxed{-1+2^x}", "\\boxed{2^x+1}", False),
+        ("\\boxed{-1+2^x}", "\\boxed{2^x-1}", True),
+    ],
+)
+def test_a_sums_first_term_keeps_its_sign(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
