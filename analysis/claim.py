@@ -526,6 +526,7 @@ def _workload(
                 "same_text_as_source",
                 "same_text_requests_as_source",
                 "same_media_as_source",
+                "same_media_requests_as_source",
                 "media_change",
                 "same_schedule_as_source",
                 "schedule_by",
@@ -538,6 +539,7 @@ def _workload(
         "not_text": not_text(analysis, capture),  # image, video, speech generation: in no figure nor the identity
         "media_identity": w["media"] or None,  # theirs: the same text workload beside other media requests is other traffic
         "media_short": w["media_short"],  # as `infertap info` and compare show it: its version tag, 16 hex digits
+        "media_schedule": w["media_schedule"] or None,  # their send times: a schedule is the text's and theirs
     }
     uncounted = " and ".join(name for name in _TOKENS if value["requests"] and value[name] is None)
     advice = (

@@ -148,8 +148,13 @@ def traffic(
         "text_identical": text_identical,  # the text generation requests, those the speed figures are over
         "media": media,  # by kind, where the sides' media requests differ: each side's count, and those the other lacks
         "rechained_only": rechained,  # identical but for the ids each target gave the responses continued
-        # A schedule a replay didn't keep (its requests waited for a cap) is not the one it hashes.
-        "same_schedule": wa["schedule"] == wb["schedule"] and wa["schedule_kept"] and wb["schedule_kept"],
+        # The media requests' send times too; a schedule a replay didn't keep (its requests waited for a
+        # cap) is not the one it hashes.
+        "same_schedule": wa["schedule"] == wb["schedule"]
+        and wa["media_schedule"] == wb["media_schedule"]
+        and wa["schedule_kept"]
+        and wb["schedule_kept"],
+        "same_media_requests": wa["media_set"] == wb["media_set"],  # the media requests, whatever their order
         "how": how,
         "bodies_unknown": unknown["A"] + unknown["B"],  # the sides' requests sent with a body not kept
         "only_a": only_a,
@@ -226,6 +231,11 @@ def traffic_line(t: dict[str, Any]) -> str:
         return f"traffic: the same workload ({ids}): {t['how']}; {'; '.join([schedule, *not_kept])}"
     if t.get("bodies_unknown"):
         return f"traffic: NOT known to be identical ({ids}): {t['how']}; speed ratios below may compare different workloads"
+    if t.get("text_identical") and t.get("same_media_requests"):
+        return (
+            f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare the same text workload, "
+            "beside the same image, video or speech requests sent in another order"
+        )
     if t.get("text_identical"):  # the speed figures are over the text requests alone
         return (
             f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare the same text workload, "

@@ -332,7 +332,7 @@ class Decoder:
         self.sinks = sinks
         self.repeated = repeated  # ids that more than one exchange carries: the second is named "<id>~2", ...
         self.seen: dict[str, int] = {}
-        self.unattached = 0  # enrichments that name one of those ids: attached to none (enrichment_unattached)
+        self.unattached = 0  # enrichments that name one of those ids: with no occurrence, attached to none (enrichment_attached)
         # The capture's ids (``id_seen``; a part sees only its own), so that those carried twice are
         # known without a query over the exchanges table after the decode; ``twice`` is None once an
         # id is not a string (the table's text of it is what the query would compare).
@@ -670,9 +670,9 @@ class Decoder:
         pt = rec.get("prompt_tokens") or {}
         ot = rec.get("output_tokens") or {}
         ids = pt.get("ids") if isinstance(pt.get("ids"), list) else None
-        # An enrichment names its exchange's id alone (infertap enrich writes the record's id): of an
-        # id several exchanges carry, which one it was written for is unknown. Attached to none, counted.
-        attached = not enrichment_unattached(rec, self.repeated)
+        # Of an id several exchanges carry, attached to the one its ``occurrence`` names (renamed to
+        # it), else (written before infertap enrich wrote one) to none, counted.
+        attached = enrichment_attached(rec, self.repeated)
         self.unattached += not attached
         if self.part is None and attached:
             self.prompt_tokens(rec)
@@ -870,11 +870,20 @@ def decode_records(
     return meta, decoder
 
 
-def enrichment_unattached(record: dict[str, Any], repeated: frozenset[str]) -> bool:
-    """Whether an enrichment names an id more than one exchange carries (``repeated``): which of them
-    it was written for is unknown, so the decoded tables and compare's summaries attach it to none."""
+def enrichment_attached(record: dict[str, Any], repeated: frozenset[str]) -> bool:
+    """Whether an enrichment attaches to an exchange. One naming an id more than one exchange carries
+    (``repeated``) attaches to the one its ``occurrence`` names (``infertap enrich`` writes which of
+    them, in record order), its ``exchange_id`` renamed in place to that exchange's name (``<id>~k``,
+    as ``name_apart`` names it); one with none (an older infertap's, the recorder's own) can't be told
+    to be the first's or a copy's, so the decoded tables and compare's summaries attach it to none."""
     xid = record.get("exchange_id")
-    return isinstance(xid, str) and xid in repeated
+    if not isinstance(xid, str) or xid not in repeated:
+        return True
+    k = record.get("occurrence")
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        return False
+    record["exchange_id"] = apart(xid, k)
+    return True
 
 
 def name_apart(record: dict[str, Any], repeated: frozenset[str], seen: dict[str, int]) -> None:

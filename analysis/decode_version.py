@@ -105,4 +105,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 82: requests.digest of a multipart body with its boundary written as one (identity.asked_body).
 #: 83: exchanges.error_message of llama.cpp's stream errors: an older build's ``error:`` SSE field and its
 #: Anthropic route's bare ``{"code", "message", "type"}`` error event (both were read as no error).
-DECODE_VERSION = 83
+#: 84: enrichments.exchange_id of an enrichment naming a repeated id with an ``occurrence`` (infertap
+#: enrich's): the exchange it names (``<id>~k``), attached; without one, attached to none as before.
+DECODE_VERSION = 84

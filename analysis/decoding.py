@@ -126,7 +126,7 @@ def table_files(folder: Path, name: str) -> list[Path]:
 
 def repeats(repeated: frozenset[str], renamed: int, unattached: int = 0) -> dict[str, Any]:
     """What is kept of the ids named apart: how many, how many exchanges were renamed, one of them,
-    and how many enrichments name one of them (attached to none: ``decode.enrichment_unattached``)."""
+    and how many enrichments name one of them (attached to none where it says not which: ``decode.enrichment_attached``)."""
     return {"ids": len(repeated), "exchanges": renamed, "example": min(repeated), "enrichments": unattached}
 
 

@@ -36,7 +36,7 @@ _OUTPUT_DIFFERS = "server_decode_tokens IS NOT NULL AND output_tokens IS NOT NUL
 SELECT = (
     "count(server_load_ns), sum(server_load_ns), max(server_load_ns), "
     f"count(*) FILTER (WHERE {LOADED}), sum(server_load_ns) FILTER (WHERE {LOADED}), "
-    f"count(*) FILTER (WHERE {LOADED} AND ok), "
+    f"count(*) FILTER (WHERE {LOADED} AND ok), sum(server_load_ns) FILTER (WHERE {LOADED} AND ok), "
     f"(list(exchange_id ORDER BY sent_wall_ns, exchange_id) FILTER (WHERE {LOADED} AND ok))[1:{LISTED}], "
     f"count(*) FILTER (WHERE {_PROMPT_DIFFERS}), sum({_SERVER_PROMPT}) FILTER (WHERE {_PROMPT_DIFFERS}), "
     f"sum(prompt_tokens) FILTER (WHERE {_PROMPT_DIFFERS}), "
@@ -62,8 +62,8 @@ def _ms(ns: int | None) -> float | None:
 
 def server_figures(row: list[Any]) -> dict[str, Any]:
     """A group's ``load`` (null where no answer reported a load time) and ``counts_differ``, from its row of ``SELECT``."""
-    reported, load_ns, max_ns, waited, waited_ns, in_ttft, listed = row[:7]
-    prompt_n, prompt_server, prompt_ours, output_n, output_server, output_ours = row[7:]
+    reported, load_ns, max_ns, waited, waited_ns, in_ttft, in_ttft_ns, listed = row[:8]
+    prompt_n, prompt_server, prompt_ours, output_n, output_server, output_ours = row[8:]
     load = None
     if reported:
         load = {
@@ -75,6 +75,7 @@ def server_figures(row: list[Any]) -> dict[str, Any]:
             "waited_ms": _ms(waited_ns),
             # Of those, the ok answers: their ttft and e2e, in the speed figures, include the load.
             "in_ttft": {"requests": in_ttft, "exchange_ids": list(listed or [])},
+            "in_ttft_ms": _ms(in_ttft_ns) if in_ttft else 0.0,  # their loads in all
         }
     return {
         "load": load,

@@ -40,7 +40,7 @@ from infertap.capture.reader import CaptureReader
 from infertap.capture.records import delivered, request_body_unknown
 
 from .cache import CachedCapture
-from .decode import enrichment_keys, enrichment_unattached, name_apart
+from .decode import enrichment_attached, enrichment_keys, name_apart
 from .decoding import repeated_ids, repeats, repeats_warning
 from .divergence import Position, logprob_positions, post_sampling
 
@@ -129,7 +129,9 @@ BATCH_BYTES = 8 << 20
 #: 68: request_key takes a multipart body with its boundary written as one (identity.asked_body).
 #: 69: whether the logprob positions are post-sampling probabilities (``post_sampling``): compare takes no
 #: KL of them against the model's own logprobs, and says where its KL is over them.
-SUMMARY_VERSION = 69
+#: 70: an enrichment naming an id several exchanges carry is attached to the exchange its ``occurrence``
+#: names (decode.enrichment_attached); to none only where it has none.
+SUMMARY_VERSION = 70
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -153,7 +155,7 @@ VECTORS_SCHEMA = pa.schema([("ord", pa.int64()), ("vectors", pa.list_(pa.binary(
 
 #: Every enrichment of the capture attached to an exchange: compare takes each field of an exchange's
 #: from the one ``enrichment_latest`` takes it from (views.py's orders, over ``wall``, ``kind``, the
-#: counts and ``ord``); one naming an id several exchanges carry is left out (``enrichment_unattached``).
+#: counts and ``ord``); one naming an id several exchanges carry and no occurrence is left out (``enrichment_attached``).
 ENRICHMENT_SCHEMA = pa.schema(
     [
         ("ord", pa.int64()),  # record order: between enrichments of one wall, the later is taken
@@ -450,8 +452,8 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
                 )
                 n += 1
                 carried.setdefault(*run)
-            elif kind == "enrichment" and enrichment_unattached(record, repeated):
-                unattached += 1  # of an id several exchanges carry: which it was written for is unknown
+            elif kind == "enrichment" and not enrichment_attached(record, repeated):
+                unattached += 1  # of an id several exchanges carry, and no occurrence: which is unknown
             elif kind == "enrichment":
                 wall, engine, output_count, prompt_count = enrichment_keys(record)
                 disagrees = (record.get("prompt_tokens") or {}).get("agrees_with_usage") is False

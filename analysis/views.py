@@ -54,7 +54,7 @@ WITH ranked AS (
         row_number() OVER (PARTITION BY capture, exchange_id ORDER BY {OUTPUT_FROM}) AS out_rn,
         row_number() OVER (PARTITION BY capture, exchange_id ORDER BY {PROMPT_FROM}) AS prompt_rn
     FROM enrichments
-    WHERE attached  -- one naming an id several exchanges carry is attached to none (decode.enrichment_unattached)
+    WHERE attached  -- one naming an id several exchanges carry and no occurrence is attached to none (decode.enrichment_attached)
 ), joined AS (
     SELECT l.* EXCLUDE (rn, out_rn, prompt_rn, prompt_tokens, prompt_ids, prompt_source, prompt_rendered,
                         agrees_with_usage, output_tokens, output_ids, output_source),

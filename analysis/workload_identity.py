@@ -125,14 +125,18 @@ def media_sql(capture: str) -> str:
     )
 
 
-def media_identity(analysis: Analysis, media: str) -> dict[str, Any]:
-    """``media`` and ``media_requests`` of ``media``'s rows (``media_sql``), hashed in send order as
-    the capture package's tally does, a batch at a time."""
+def media_identity(analysis: Analysis, media: str, sent: str) -> dict[str, Any]:
+    """``media``, ``media_requests``, ``media_schedule`` and ``media_set`` of ``media``'s rows
+    (``media_sql``), hashed in send order as the capture package's tally does, a batch at a time,
+    their send times from the first request of either kind (``sent``'s rows, ``SENT_COLUMNS``, or theirs)."""
     hashes = MediaHashes()
-    result = analysis.con.execute(f"SELECT digest FROM ({media}) q ORDER BY q.t, q.digest")
+    first = f"(SELECT min(t) FROM (SELECT t FROM ({sent}) s UNION ALL SELECT t FROM ({media}) m) f)"
+    result = analysis.con.execute(f"SELECT digest, CAST(q.t - {first} AS BIGINT) FROM ({media}) q ORDER BY q.t, q.digest")
     while rows := result.fetchmany(_ROWS):
-        hashes.add([bytes(digest) for (digest,) in rows])
-    return {"media": hashes.hexdigest(), "media_requests": hashes.requests}
+        hashes.add([bytes(digest) for digest, _ in rows], [int(offset) for _, offset in rows])
+    ordered = analysis.con.execute(f"SELECT digest FROM ({media}) q ORDER BY q.digest")
+    media_set = MediaHashes.set_of(bytes(digest) for batch in iter(lambda: ordered.fetchmany(_ROWS), []) for (digest,) in batch)
+    return hashes.identity() | {"media_set": media_set}
 
 
 def quoted(text: str) -> str:
@@ -152,7 +156,7 @@ def capture_identity(analysis: Analysis, capture: str, sent: str | None = None) 
     ).rows[0]
     identity = identity or OrderedHashes().identity(0, 0)
     identity = replace(
-        identity, exchanges=int(exchanges), bodies_unknown=int(unknown), **media_identity(analysis, media_sql(capture))
+        identity, exchanges=int(exchanges), bodies_unknown=int(unknown), **media_identity(analysis, media_sql(capture), sent)
     )
     return with_capped(analysis, capture, replace(identity, request_set=request_set(analysis, sent)))
 

@@ -375,6 +375,11 @@ def _chat_head(raw: Any) -> _ChatHead | None:
         return None
 
 
+def _counted(k: Any) -> bool:
+    """Whether an enrichment's ``occurrence`` names an exchange of its id: a count from 1."""
+    return isinstance(k, int) and not isinstance(k, bool) and k >= 1
+
+
 class _Scan:
     """What a replay needs of a capture, gathered record by record: an item for each exchange the
     engine was sent (its body left in the capture), its links, when it started (ns, one clock over
@@ -400,10 +405,13 @@ class _Scan:
         self.items: list[Item] = []  # offset_ns: the absolute start until select()
         self.seqs: list[int] = []
         self.links: list[Links] = []
-        # By (capture, exchange id): its enrichments' (settings_rank); of each capture, its own.
-        self.settings: dict[tuple[int, str], dict[str, Any]] = {}
-        self._settings_rank: dict[tuple[int, str], tuple[bool, float]] = {}
-        self._ids: set[str] = set()  # this capture's exchange ids so far
+        # By (capture, exchange id, occurrence): its enrichments' (settings_rank); of each capture, its own.
+        # Every enrichment under occurrence None; one that says which exchange of its id (``occurrence``,
+        # infertap enrich's) under that too, which pins that one of a repeated id.
+        self.settings: dict[tuple[int, str, int | None], dict[str, Any]] = {}
+        self._settings_rank: dict[tuple[int, str, int | None], tuple[bool, float]] = {}
+        self._ids: dict[str, int] = {}  # this capture's exchange ids so far, each one's exchanges
+        self.occurrences: list[int] = []  # each item's place among its capture's exchanges of its id, from 1
         self.repeated: set[tuple[int, str]] = set()  # (capture, id) more than one of its exchanges carries
         self.unpinned: set[int] = set()  # id(item) of those, an enrichment of which names their id: pinned nothing
         self.where: list[int] = []  # each item's capture
@@ -424,7 +432,7 @@ class _Scan:
         self.store, self.replies = store, replies
         self.capture += 1
         self.ids.append(None)
-        self._ids = set()
+        self._ids = {}
         self._anchor = None
 
     def add(self, r: dict[str, Any], ref: BlockRef, payload: bytes, start: int) -> None:
@@ -438,10 +446,11 @@ class _Scan:
             self._anchor = round(r["wall"] * 1e9)  # the run's start; exact monotonic offsets within it
             self.tally.add(r)
         elif rtype == "enrichment":  # a later one whose probe failed leaves the engine's defaults read before
-            key = (self.capture, r["exchange_id"])
+            k = r.get("occurrence")
             rank = settings_rank(r)
-            if rank >= self._settings_rank.get(key, rank):
-                self.settings[key], self._settings_rank[key] = r["settings"], rank
+            for key in [(self.capture, r["exchange_id"], None)] + ([(self.capture, r["exchange_id"], k)] if _counted(k) else []):
+                if rank >= self._settings_rank.get(key, rank):
+                    self.settings[key], self._settings_rank[key] = r["settings"], rank
 
     def _joinable(self, header: dict[str, Any]) -> None:
         """Refuses a capture that is no part of one workload with the others: a replay's (its sessions
@@ -480,9 +489,9 @@ class _Scan:
 
     def _exchange(self, r: dict[str, Any], ref: BlockRef, payload: bytes, start: int) -> None:
         self.exchanges += 1
-        if r["id"] in self._ids:  # the analysis names it apart (<id>~2) and attaches an enrichment of the id to none
+        if r["id"] in self._ids:  # the analysis names it apart (<id>~2): an enrichment attaches by its occurrence
             self.repeated.add((self.capture, r["id"]))
-        self._ids.add(r["id"])
+        occurrence = self._ids[r["id"]] = self._ids.get(r["id"], 0) + 1
         anchor = self._anchor if self._anchor is not None else self._own_anchor(r)
         answer, digest = self.replies.of(r.get("id"))  # asked for every exchange, in record order, as the worker sends them
         r["session"] = recorded_session(r)  # blank, or read from its headers (older recorders)
@@ -565,6 +574,7 @@ class _Scan:
         self.items.append(item)
         self.seqs.append(r["seq"] | self.capture << 48)  # ties in the order the captures were given
         self.where.append(self.capture)
+        self.occurrences.append(occurrence)
         self.links.append(links)
 
     def _refusal(self, raw: Any, body: dict[str, Any] | None, is_object: bool, path: str | None) -> str | None:
@@ -586,15 +596,16 @@ class _Scan:
         key = tuple(map(tuple, headers))
         return self._headers.setdefault(key, headers)
 
-    def _settings_of(self, item: Item, capture: int) -> dict[str, Any] | None:
+    def _settings_of(self, item: Item, capture: int, occurrence: int) -> dict[str, Any] | None:
         """The source's effective settings of ``item``, as the analysis attaches its enrichments: of an
-        id several of its capture's exchanges carry, an enrichment names none of them for sure (it
-        names the id alone), so none is taken and the item is counted (``unpinned``)."""
-        key = (capture, item.source_id)
-        settings = self.settings.get(key)
-        if settings is not None and key in self.repeated:
+        id several of its capture's exchanges carry, those of an enrichment that names which of them
+        (its ``occurrence``); one that names the id alone names none of them for sure, so none is taken
+        and the item is counted (``unpinned``)."""
+        if (capture, item.source_id) not in self.repeated:
+            return self.settings.get((capture, item.source_id, None))
+        settings = self.settings.get((capture, item.source_id, occurrence))
+        if settings is None and (capture, item.source_id, None) in self.settings:
             self.unpinned.add(id(item))
-            return None
         return settings
 
     def select(self, filters: Filters | None, limit: int | None) -> tuple[list[Item], list[Links]]:
@@ -617,10 +628,10 @@ class _Scan:
                 continue
             sendable += not item.recorder_refused
             item.index = len(chosen)
-            item.settings = self._settings_of(item, self.where[i])
+            item.settings = self._settings_of(item, self.where[i], self.occurrences[i])
             chosen.append(item)
             links.append(self.links[i])
-        self.items, self.seqs, self.links, self.where = [], [], [], []
+        self.items, self.seqs, self.links, self.where, self.occurrences = [], [], [], [], []
         return chosen, links
 
 

@@ -39,15 +39,18 @@ def write_capture(
     enrichments: list[dict] | None = None,
     wall0: float = 1_800_000_000.0,
     run_wall: float | None = None,
+    recorder: dict | None = None,
 ) -> list[dict]:
     """A capture built by hand: each exchange dict gives what differs (offset_s, body, chunks, ...);
-    ``run_wall``: the run's start (its header's wall, which offsets count from; default now)."""
+    ``run_wall``: the run's start (its header's wall, which offsets count from; default now);
+    ``recorder``: its header's (default a proxy's)."""
     import json as _json
 
     from infertap.capture.writer import CaptureWriter
 
     records = []
-    with CaptureWriter(path, recorder={"kind": "proxy", "upstream": "http://127.0.0.1:9"}, wall=run_wall) as writer:
+    recorder = recorder or {"kind": "proxy", "upstream": "http://127.0.0.1:9"}
+    with CaptureWriter(path, recorder=recorder, wall=run_wall) as writer:
         for i, x in enumerate(exchanges):
             offset_ns = int(x.get("offset_s", i) * 1e9)
             body = x.get("body", {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]})

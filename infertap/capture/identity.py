@@ -19,6 +19,10 @@ infertap refused itself (the engine never saw them). Two hashes identify it:
   (``MEDIA_ROUTES``) in send order, the same digests as a generation request's: in no figure,
   they are traffic all the same, so two runs whose text workloads are equal but whose media
   requests differ did not see identical traffic (``""``: none sent).
+- ``media_set``: sha256 over the media requests' digests sorted, as ``request_set`` is over the
+  text requests': the same images asked in another order are the same media requests.
+- ``media_schedule``: sha256 over the media requests' send times relative to the first request of
+  either kind, as ``schedule``'s: the same schedule is the same text and media send times.
 
 Each is shown after its version tag (``wl1:`` and 16 hex digits), which says the rule that hashed
 it: ``wl2`` where any generation request hashed sent an asked header (an older infertap hashed the
@@ -168,6 +172,8 @@ class WorkloadIdentity:
     bodies_unknown: int = 0
     media: str = ""  # hex sha256 of the media requests' digests in send order ("": none sent, or not computed)
     media_requests: int = 0  # image, video and speech generation requests hashed in ``media``
+    media_set: str = ""  # hex sha256 of the media requests' digests sorted ("": none sent, or not computed)
+    media_schedule: str = ""  # hex sha256 of their send times from the first request of either kind ("": as media_set)
 
     @property
     def schedule_kept(self) -> bool:
@@ -245,19 +251,38 @@ def is_media(record: dict[str, Any]) -> bool:
 
 
 class MediaHashes:
-    """``media``: the media requests' digests given in send order, a batch at a time."""
+    """``media`` and ``media_schedule``: the media requests' digests and send times given in send
+    order, a batch at a time, each time (ns) from the first request sent of either kind."""
 
     def __init__(self) -> None:
         self._hash = hashlib.sha256(VERSION.encode() + b" media\n")
+        self._schedule = hashlib.sha256(VERSION.encode() + b" media schedule\n")
         self.requests = 0
 
-    def add(self, digests: list[bytes]) -> None:
+    def add(self, digests: list[bytes], offsets: list[int]) -> None:
         self._hash.update(b"".join(digests))
+        half = SCHEDULE_RESOLUTION_NS // 2  # rounded as ``schedule``'s times are
+        self._schedule.update(b"".join([b"%d\n" % ((t + half) // SCHEDULE_RESOLUTION_NS) for t in offsets]))
         self.requests += len(digests)
 
     def hexdigest(self) -> str:
         """The hash, ``""`` where no request was added."""
         return self._hash.hexdigest() if self.requests else ""
+
+    def identity(self) -> dict[str, Any]:
+        """``media``, ``media_requests`` and ``media_schedule`` (``""`` where none was added)."""
+        schedule = self._schedule.hexdigest() if self.requests else ""
+        return {"media": self.hexdigest(), "media_requests": self.requests, "media_schedule": schedule}
+
+    @staticmethod
+    def set_of(digests: Iterable[bytes]) -> str:
+        """``media_set`` of the media request digests given sorted (``""``: none)."""
+        hashed = hashlib.sha256(VERSION.encode() + b" media set\n")
+        n = 0
+        for digest in digests:
+            hashed.update(digest)
+            n += 1
+        return hashed.hexdigest() if n else ""
 
 
 # A request's place in send order as bytes that sort as (time, digest) do: the time offset into a
@@ -353,10 +378,16 @@ class IdentityTally:
         )
 
     def _media_identity(self) -> dict[str, Any]:
-        """``media`` and ``media_requests`` of the media requests added, in (time, digest) order."""
+        """``media``, ``media_requests``, ``media_set`` and ``media_schedule`` of the media requests
+        added, in (time, digest) order, their times from the first request sent of either kind."""
+        ordered = sorted(self._media)
+        times = [int.from_bytes(k[:_TIME_BYTES], "big") - _TIME_BIAS for k in ordered]
+        text = [int.from_bytes(self._keys[0][:_TIME_BYTES], "big") - _TIME_BIAS] if self._keys else []
+        first = min(times[:1] + text + [t for t, _ in self._odd]) if times else 0
         media = MediaHashes()
-        media.add([k[-_DIGEST_BYTES:] for k in sorted(self._media)])
-        return {"media": media.hexdigest(), "media_requests": media.requests}
+        media.add([k[-_DIGEST_BYTES:] for k in ordered], [t - first for t in times])
+        unordered = MediaHashes.set_of(sorted(k[-_DIGEST_BYTES:] for k in ordered))
+        return media.identity() | {"media_set": unordered}
 
 
 def _packed(t_ns: int, digest: bytes) -> bytes:
@@ -528,6 +559,8 @@ def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]
         # Its image, video and speech requests are traffic too: the same as the source's only where both
         # media identities say so (a source hashed by an older infertap has none: not known).
         media = None if not source or "media" not in source else source["media"] == out["media"]
+        # The same media requests in another order: an older header has no ``media_set``, its ordered hash says.
+        media_set = media if not source or "media_set" not in source else source["media_set"] == out["media_set"]
         text = None if not source else source.get("workload") == out["workload"] and not left_out
         # The same requests sent in another order (a closed loop): the derivation can't name it, the set can.
         text_set = None if not source or not source.get("request_set") else source["request_set"] == out["request_set"]
@@ -535,18 +568,31 @@ def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]
         out["same_text_as_source"] = text
         out["same_text_requests_as_source"] = text_set
         out["same_media_as_source"] = media
+        out["same_media_requests_as_source"] = media_set
         out["same_as_source"] = text and media  # None: the text the same, the media not known to be
-        out["same_requests_as_source"] = text_set and media
-        out["media_change"] = None if not source or media else media_change(source, identity, media)
+        out["same_requests_as_source"] = text_set and media_set
+        out["media_change"] = None if not source or media_set else media_change(source, identity, media_set)
+        moved = None if not source else media_moved(source, identity)
         out["same_schedule_as_source"] = (
-            None if not source else source.get("schedule") == out["schedule"] and identity.schedule_kept
+            None
+            if not source
+            else source.get("schedule") == out["schedule"] and identity.schedule_kept and (None if moved is None else not moved)
         )
         out["capped_at"] = (replay.get("schedule") or {}).get("max_concurrency")
-        if source and several is None and source.get("schedule") != out["schedule"]:
+        if source and several is None and (source.get("schedule") != out["schedule"] or (moved and media_set)):
             # Where an option gave the replay its own schedule: said beside the source (schedule_change).
             if (words := schedule_words(replay)) != "original timing":
                 out["schedule_by"] = words
     return out
+
+
+def media_moved(source: dict[str, Any], identity: WorkloadIdentity) -> bool | None:
+    """Whether a replay's media requests were sent on another schedule than its source's (their times
+    from the first request of either kind); None where not known (an older header has no ``media_schedule``
+    and either side sent media), False where neither sent any."""
+    if "media_schedule" in source:
+        return source["media_schedule"] != identity.media_schedule
+    return None if identity.media_requests or source.get("media_requests") else False
 
 
 def media_change(source: dict[str, Any], identity: WorkloadIdentity, same: bool | None) -> str:
@@ -568,16 +614,17 @@ def relation_to_source(workload: dict[str, Any], schedule: str, named: str, orig
     other media requests, or derived by what changed it."""
     source = workload["source"]
     derived = workload.get("derived_by") or []
-    if workload.get("same_text_as_source"):
-        moved = schedule_change(source, schedule, workload.get("schedule_by"), True)
+    if workload.get("same_text_as_source") or (workload.get("same_text_requests_as_source") and not derived):
+        # the same text requests: in the same order, or in a closed loop's
+        # the media requests' times count where they are the source's requests (else they moved by being others)
+        media_times = workload.get("media_schedule") if workload.get("same_media_requests_as_source") else None
+        moved = schedule_change(source, schedule, workload.get("schedule_by"), True, media_times)
         if workload.get("same_as_source"):
             return f"identical to {named}" if workload.get("same_schedule_as_source") else f"the same requests as {named}{moved}"
-        text = f"the same text requests as {named}{moved}"
-    elif workload.get("same_text_requests_as_source") and not derived:  # a closed loop's order
-        moved = schedule_change(source, schedule, workload.get("schedule_by"), True)
-        if workload.get("same_requests_as_source"):
+        if workload.get("same_requests_as_source"):  # text or media requests (or both) in another order
             return f"the same requests as {named}, sent in another order{moved}"
-        text = f"the same text requests as {named}, sent in another order{moved}"
+        order = "" if workload.get("same_text_as_source") else ", sent in another order"
+        text = f"the same text requests as {named}{order}{moved}"
     else:
         moved = schedule_change(source, schedule, workload.get("schedule_by"), False)
         changes = ", ".join(derived) or "no transform recorded (the target's answers changed a request)"
@@ -585,11 +632,15 @@ def relation_to_source(workload: dict[str, Any], schedule: str, named: str, orig
     return f"{text}, but {workload.get('media_change')}" + (f" (by {', '.join(derived)})" if derived else "")
 
 
-def schedule_change(source: dict[str, Any], schedule: str, schedule_by: str | None, same_workload: bool) -> str:
-    """`` on another schedule (--concurrency 2)`` where a replay's schedule identity (``schedule``) is
-    not its ``source``'s: of the same requests always, of changed ones where an option of its own
+def schedule_change(
+    source: dict[str, Any], schedule: str, schedule_by: str | None, same_workload: bool, media_schedule: str | None = None
+) -> str:
+    """`` on another schedule (--concurrency 2)`` where a replay's schedule identity (``schedule``), or
+    its media requests' (``media_schedule``, where both it and the source's header have one), is not
+    its ``source``'s: of the same requests always, of changed ones where an option of its own
     (``schedule_by``) moved them (a filter or a limit moves the times it leaves anyway); else ``""``."""
-    if source.get("schedule") == schedule or not (same_workload or schedule_by):
+    media_moved = media_schedule is not None and "media_schedule" in source and source["media_schedule"] != media_schedule
+    if (source.get("schedule") == schedule and not media_moved) or not (same_workload or schedule_by):
         return ""
     return " on another schedule" + (f" ({schedule_by})" if schedule_by else "")
 

@@ -159,6 +159,9 @@ class Enrichment(TypedDict):
     server_timings: dict[str, Any] | None
     prompt_tokens: dict[str, Any]  # ids, count, source (agrees_with_usage when known)
     output_tokens: dict[str, Any]
+    # Which exchange of its id, from 1 in record order (``infertap enrich``): an id several exchanges
+    # carry (a segment copied in twice) names one of them. Absent from the recorder's own.
+    occurrence: NotRequired[int]
 
 
 def settings_rank(enrichment: dict[str, Any]) -> tuple[bool, float]:

@@ -360,13 +360,16 @@ def enrich_capture(
         recorder = {"kind": "enrich", "engine": Redactor().url(engine.base), "pid": os.getpid()}  # info: still writing
         with CaptureWriter(reader.path, recorder=recorder, labels=labels) as writer:
             writer.write(snap)
+            seen: dict[str, int] = {}  # each id's exchanges so far: which of them an enrichment is of
             for record in reader.exchanges() if enrich else ():  # without: the engine's snapshot alone
                 counts["exchanges"] += 1
+                occurrence = seen[record["id"]] = seen.get(record["id"], 0) + 1
                 parsed = read_response(record)
                 out = enrichment(engine, snap["fingerprint"], record, parsed) if record.get("end") == "complete" else None
                 if out is None:
                     counts["skipped"] += 1
                 else:
+                    out["occurrence"] = occurrence  # an id a copied segment repeats names one exchange
                     writer.write(out)
                     counts["enriched"] += 1
                     count = out["output_tokens"].get("count")

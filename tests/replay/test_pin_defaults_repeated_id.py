@@ -57,3 +57,23 @@ def test_only_repeated_ids_enriched_is_refused_with_why(fake, tmp_path: Path) ->
     assert done.exit_code != 0
     assert "name only ids that several of its exchanges carry (2 exchanges)" in done.output, done.output
     assert not [r for r in app.requests if r["path"].startswith("/v1/")]  # nothing sent
+
+
+def test_an_enrichment_that_says_which_exchange_of_its_id_pins_that_one(fake, tmp_path: Path) -> None:
+    """``infertap enrich`` writes which exchange of an id each enrichment is (``occurrence``): of a
+    repeated id, each exchange is pinned its own enrichment's settings, as the analysis attaches them."""
+    app, url = fake
+    exchanges = [
+        {"id": x, "offset_s": i * 0.01, "body": {"model": "m", "messages": [], "tag": f"t{i}"}}
+        for i, x in enumerate(["dup", "dup", "one"])
+    ]
+    pinned = [("dup", 1, 1.1), ("dup", 2, 1.3), ("one", 1, 1.2)]
+    enrichments = [
+        {"exchange_id": x, "occurrence": k, "settings": {"repeat_penalty": {"value": v, "source": "engine_default"}}}
+        for x, k, v in pinned
+    ]
+    write_capture(tmp_path / "src", exchanges, enrichments=enrichments)
+    # Must differ from an enrichment of the id alone (above): each of "dup"'s exchanges pinned, its own value.
+    sent, summary, said = _replayed(tmp_path / "src", url, tmp_path / "o", app)
+    assert sent == {"t0": 1.1, "t1": 1.3, "t2": 1.2}
+    assert summary["unpinned"] == 0 and "pinned nothing" not in said
