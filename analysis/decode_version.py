@@ -105,4 +105,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 82: requests.digest of a multipart body with its boundary written as one (identity.asked_body).
 #: 83: exchanges.error_message of llama.cpp's stream errors: an older build's ``error:`` SSE field and its
 #: Anthropic route's bare ``{"code", "message", "type"}`` error event (both were read as no error).
-DECODE_VERSION = 83
+#: 84: llama.cpp's /infill sent with no ``prompt`` (``input_prefix`` and ``input_suffix`` alone) is a generation
+#: request: requests.digest, exchanges.generation (it was in no figure and no workload identity).
+DECODE_VERSION = 84

@@ -41,7 +41,7 @@ from infertap.apis import Links, api_for, json_body, link, sessions_of, think_ti
 from infertap.apis.conversation import ChatPrefixes, Prefixes, read_links
 from infertap.apis.fastjson import NOT_JSON, utf8
 from infertap.apis.linking import Reach
-from infertap.apis.read import CHAT, UNKNOWN
+from infertap.apis.read import CHAT, asks_for_tokens
 from infertap.capture.identity import IdentityTally, WorkloadIdentity
 from infertap.capture.reader import BlockRef, CaptureReader
 from infertap.capture.records import (
@@ -348,7 +348,6 @@ def _load(
     return Workload(items, source, scan.tally.identity(), refused, as_recorded, scan.not_kept, source_refused, unpinned)
 
 
-_INPUTS = ("messages", "prompt", "input")  # what a request for tokens carries (infertap.apis.read)
 _UNLINKED = Links()  # a request that linking passes over: it continues nothing and nothing continues it
 
 
@@ -507,7 +506,7 @@ class _Scan:
             body = json_body(raw)
             is_object = body is not None
             api = api_for(path, body)
-            generation = body is not None and api is not UNKNOWN and any(key in body for key in _INPUTS)
+            generation = body is not None and asks_for_tokens(api, body)
             model = previous = None
             prefixes = None
             if body is not None:

@@ -61,6 +61,20 @@ _BY_PATH: tuple[tuple[str, Api], ...] = (
 # What a request for tokens carries, in one API or another (a chat body sent to /completions is
 # still a request for tokens, one the engine will refuse).
 _INPUTS = ("messages", "prompt", "input")
+# What llama.cpp's /infill asks for tokens with where it sends no ``prompt`` (optional there; its
+# code-completion clients send the text around the cursor alone): the text before and after the gap.
+_INFILL_INPUTS = ("input_prefix", "input_suffix")
+
+
+def asks_for_tokens(api: Api, body: Mapping[str, Any]) -> bool:
+    """Whether a request body read by ``api`` asks for tokens: it carries ``_INPUTS``, or is llama.cpp's
+    infill of a gap between two texts (``_INFILL_INPUTS``, no ``prompt`` needed): one of a workload's
+    generation requests, in its identity, timed and compared."""
+    if api is UNKNOWN:
+        return False
+    return any(key in body for key in _INPUTS) or (api is LLAMACPP and any(key in body for key in _INFILL_INPUTS))
+
+
 # Routes that take a conversation but generate nothing (a token count is not an answer).
 _NOT_GENERATION = ("/count_tokens", "/tokenize", "/detokenize", "/apply-template", "/embeddings", "/embedding", "/rerank")
 
@@ -105,7 +119,7 @@ def read_request(record: Mapping[str, Any]) -> Request:
     api = api_for(record.get("path"), body)
     if body is None:
         return Request(api.name)
-    return request_of(api, body, api is not UNKNOWN and any(key in body for key in _INPUTS), *api.turns(body), api.tools(body))
+    return request_of(api, body, asks_for_tokens(api, body), *api.turns(body), api.tools(body))
 
 
 def request_of(
@@ -142,7 +156,7 @@ def is_generation(record: Mapping[str, Any]) -> bool:
     """``read_request(record).generation`` without reading the rest of the request (its turns,
     tools, sampling): what a workload's identity asks of every exchange."""
     body = json_body(record.get("request_body"))
-    return body is not None and api_for(record.get("path"), body) is not UNKNOWN and any(key in body for key in _INPUTS)
+    return body is not None and asks_for_tokens(api_for(record.get("path"), body), body)
 
 
 def not_in_file(record: Mapping[str, Any]) -> bool:
