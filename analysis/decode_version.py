@@ -107,4 +107,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: Anthropic route's bare ``{"code", "message", "type"}`` error event (both were read as no error).
 #: 84: llama.cpp's /infill sent with no ``prompt`` (``input_prefix`` and ``input_suffix`` alone) is a generation
 #: request: requests.digest, exchanges.generation (it was in no figure and no workload identity).
-DECODE_VERSION = 84
+#: 85: a request body sent with a content-encoding (the Codex CLI's zstd) is read decoded: exchanges.generation,
+#: requests.digest and the request's fields (it was no JSON, so no generation request).
+DECODE_VERSION = 85

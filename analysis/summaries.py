@@ -129,7 +129,8 @@ BATCH_BYTES = 8 << 20
 #: 68: request_key takes a multipart body with its boundary written as one (identity.asked_body).
 #: 69: whether the logprob positions are post-sampling probabilities (``post_sampling``): compare takes no
 #: KL of them against the model's own logprobs, and says where its KL is over them.
-SUMMARY_VERSION = 69
+#: 70: request_key and last_user of a request body sent with a content-encoding are its decoded JSON's.
+SUMMARY_VERSION = 70
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
