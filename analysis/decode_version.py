@@ -107,4 +107,8 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: Anthropic route's bare ``{"code", "message", "type"}`` error event (both were read as no error).
 #: 84: enrichments.exchange_id of an enrichment naming a repeated id with an ``occurrence`` (infertap
 #: enrich's): the exchange it names (``<id>~k``), attached; without one, attached to none as before.
-DECODE_VERSION = 84
+#: 85: llama.cpp's /infill sent with no ``prompt`` (``input_prefix`` and ``input_suffix`` alone) is a generation
+#: request: requests.digest, exchanges.generation (it was in no figure and no workload identity).
+#: 86: a request body sent with a content-encoding (the Codex CLI's zstd) is read decoded: exchanges.generation,
+#: requests.digest and the request's fields (it was no JSON, so no generation request).
+DECODE_VERSION = 86

@@ -510,7 +510,8 @@ def _pair_divergence(
         and not _stop_reasons_differ(sa.matched_stop, sb.matched_stop)
         and sa.stop_details == sb.stop_details
     )
-    # What else the answer holds: encrypted reasoning (counted), and the other answers n > 1 asked for.
+    # What else the answer holds: encrypted reasoning (counted), the other answers n > 1 asked for,
+    # and which of its answers carry logprobs (an engine that dropped the logprobs asked for).
     # What the server's tools gave back (a search's results, code's output, an image): not the
     # model's words, yet what the client received.
     same_rest = (
@@ -520,6 +521,7 @@ def _pair_divergence(
         and sa.others == sb.others
         and sa.layout == sb.layout
         and _same_choices(sa.choices, sb.choices)
+        and logprob_choices(sa) == logprob_choices(sb)
     )
     # What the reading could not tell apart: payloads that are not JSON, bytes that are not UTF-8
     # (each read as U+FFFD), data after the end marker. Equal only where those bytes are.
@@ -636,6 +638,13 @@ def _same_choices(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
         and not _stop_reasons_differ(x["matched_stop"], y["matched_stop"])
         for x, y in zip(a, b, strict=True)
     )
+
+
+def logprob_choices(s: Summary) -> list[int]:
+    """The indexes of the answer's choices that carry logprobs (0 the first): logprobs the client
+    asked for and one engine sent while the other sent none (or sent them for other choices) are
+    part of the answer its client got, so two such answers are no exact match, whatever their text."""
+    return ([0] if s.logprobs else []) + sorted(s.choice_logprobs)
 
 
 def _choice_finish(c: dict[str, Any]) -> str | None:
@@ -765,6 +774,9 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
     if sa.encrypted_reasoning != sb.encrypted_reasoning:
         counts["encrypted_reasoning_differs"] += 1
         item["encrypted_reasoning"] = [sa.encrypted_reasoning, sb.encrypted_reasoning]
+    if (carried_a := logprob_choices(sa)) != (carried_b := logprob_choices(sb)):
+        counts["logprobs_one_side"] += 1  # an answer with logprobs against the same answer without
+        item["logprob_choices"] = [carried_a, carried_b]
     if sa.choices or sb.choices:
         counts["with_other_choices"] += 1
         if not _same_choices(sa.choices, sb.choices):

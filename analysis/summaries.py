@@ -131,7 +131,8 @@ BATCH_BYTES = 8 << 20
 #: KL of them against the model's own logprobs, and says where its KL is over them.
 #: 70: an enrichment naming an id several exchanges carry is attached to the exchange its ``occurrence``
 #: names (decode.enrichment_attached); to none only where it has none.
-SUMMARY_VERSION = 70
+#: 71: request_key and last_user of a request body sent with a content-encoding are its decoded JSON's.
+SUMMARY_VERSION = 71
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

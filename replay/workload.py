@@ -38,10 +38,11 @@ import msgspec
 from msgspec import UNSET
 
 from infertap.apis import Links, api_for, json_body, link, sessions_of, think_times_from, turns_of
+from infertap.apis.body import unencoded
 from infertap.apis.conversation import ChatPrefixes, Prefixes, read_links
 from infertap.apis.fastjson import NOT_JSON, utf8
 from infertap.apis.linking import Reach
-from infertap.apis.read import CHAT, UNKNOWN
+from infertap.apis.read import CHAT, asks_for_tokens
 from infertap.capture.identity import IdentityTally, WorkloadIdentity
 from infertap.capture.reader import BlockRef, CaptureReader
 from infertap.capture.records import (
@@ -348,7 +349,6 @@ def _load(
     return Workload(items, source, scan.tally.identity(), refused, as_recorded, scan.not_kept, source_refused, unpinned)
 
 
-_INPUTS = ("messages", "prompt", "input")  # what a request for tokens carries (infertap.apis.read)
 _UNLINKED = Links()  # a request that linking passes over: it continues nothing and nothing continues it
 
 
@@ -515,14 +515,17 @@ class _Scan:
         else:
             body = json_body(raw)
             is_object = body is not None
-            api = api_for(path, body)
-            generation = body is not None and api is not UNKNOWN and any(key in body for key in _INPUTS)
+            # What it asks, read as the analysis reads it: a compressed body (the Codex CLI's zstd) as its
+            # JSON. Sent as recorded, bytes and Content-Encoding alike.
+            asked = body if body is not None or not raw else json_body(unencoded(raw, r.get("request_headers")))
+            api = api_for(path, asked)
+            generation = asked is not None and asks_for_tokens(api, asked)
             model = previous = None
             prefixes = None
-            if body is not None:
-                model = body.get("model") if isinstance(body.get("model"), str) else None
-                previous = body.get("previous_response_id") if isinstance(body.get("previous_response_id"), str) else None
-                prefixes = Prefixes.of(api.name, api.turns(body)[0])
+            if asked is not None:
+                model = asked.get("model") if isinstance(asked.get("model"), str) else None
+                previous = asked.get("previous_response_id") if isinstance(asked.get("previous_response_id"), str) else None
+                prefixes = Prefixes.of(api.name, api.turns(asked)[0])
         self.tally.add(r, generation, digest)
         refused = r.get("end") == "refused"  # infertap refused it; the engine never saw it: linked, never sent
         # From when it was due: its send and end as recorded (linking's clock, see _link).

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import re
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +84,27 @@ def decoding(record: Mapping[str, Any]) -> tuple[list[bytes] | None, str | None]
         return None, TOO_LARGE
     except Exception:  # each library's own error for bytes that aren't its format
         return None, None
+
+
+def unencoded(body: bytes, headers: Iterable[Iterable[str]] | None) -> bytes:
+    """A request body as its API reads it: with the content-encoding its headers name undone (the
+    Codex CLI sends its /responses bodies zstd-compressed, ``Content-Encoding: zstd``). Read raw, a
+    compressed body was no JSON, so no generation request: in no figure and no workload identity.
+    One that can't be decoded (an encoding not in ``UNDONE``, bytes that aren't it, more than
+    ``DECODED_LIMIT``) stays as it is."""
+    encoding = ""
+    for pair in headers or () if body else ():
+        name, value = (list(pair) + ["", ""])[:2]
+        if isinstance(name, str) and name.lower() == "content-encoding" and isinstance(value, str):
+            encoding = value.strip().lower()
+            break
+    if encoding not in UNDONE:
+        return body
+    try:
+        (whole,) = undone([body], encoding, DECODED_LIMIT)
+    except Exception:  # TooLarge, or each library's own error for bytes that aren't its format
+        return body
+    return whole
 
 
 def undone(chunks: Sequence[bytes], encoding: str, limit: int) -> list[bytes]:

@@ -33,7 +33,7 @@ from .read import (
     _loads,
     api_for,
     fold,
-    json_body,
+    request_json,
     response_not_kept,
 )
 from .responses import offers_client_tool
@@ -50,7 +50,7 @@ def kept_response_id(record: Mapping[str, Any]) -> str | None:
     holds none (cut before the id arrived), or the answer is whole (``read_response`` reads its id)."""
     if not response_not_kept(record) or not 200 <= (record.get("status") or 0) < 300:
         return None
-    api = _by_path(record.get("path")) or api_for(record.get("path"), json_body(record.get("request_body")))
+    api = _by_path(record.get("path")) or api_for(record.get("path"), request_json(record))
     pieces, _ = decoding(record)  # a cut gzip or deflate stream decodes as far as it goes
     if not pieces:
         return None
@@ -125,7 +125,7 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
         return None
     chunks = [c for c in record.get("chunks") or () if isinstance(c, bytes)]
     how = framing(record, head_of(chunks))
-    api = _by_path(record.get("path")) or api_for(record.get("path"), json_body(record.get("request_body")))
+    api = _by_path(record.get("path")) or api_for(record.get("path"), request_json(record))
     contiguous = sum(map(len, chunks)) + len(tail) == record.get("response_body_size")
     if contiguous:
         pieces = [*chunks, tail]  # contiguous: nothing between the head and the tail
@@ -197,7 +197,7 @@ def _completed_finish(end: CompletedEnd, record: Mapping[str, Any]) -> tuple[str
 def _may_call(record: Mapping[str, Any], *, client: bool = False) -> bool:
     """Whether the answer may call a tool: its request offered one (a Responses stored ``prompt``
     may hold some), or is unread. ``client``: a tool its client runs (Responses' ``offers_client_tool``)."""
-    body = json_body(record.get("request_body"))
+    body = request_json(record)
     if body is None or body.get("prompt") is not None:
         return True
     return offers_client_tool(body.get("tools")) if client else bool(body.get("tools"))

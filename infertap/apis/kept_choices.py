@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .read import COMPLETIONS, json_body
+from .read import COMPLETIONS, request_json
 from .shapes import Api, Delta, Event
 
 __all__ = ["asked_choices", "kept_choices"]
@@ -23,7 +23,7 @@ __all__ = ["asked_choices", "kept_choices"]
 def asked_choices(record: Mapping[str, Any], api: Api) -> int:
     """How many answers the request asks for: ``n`` of each prompt, and a completions batch's
     prompts each (one where its body is unread: the choices seen are all that is known then)."""
-    body = json_body(record.get("request_body")) or {}
+    body = request_json(record) or {}
     n = body.get("n")
     n = n if type(n) is int and n > 1 else 1
     prompt = body.get("prompt")

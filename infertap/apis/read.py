@@ -14,7 +14,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from .body import NOT_IN_FILE, NOT_KEPT, decoding, ended_payloads, framing, head_of, invalid_utf8
+from .body import NOT_IN_FILE, NOT_KEPT, decoding, ended_payloads, framing, head_of, invalid_utf8, unencoded
 from .fastjson import loads, loads_exact
 from .llamacpp import LlamaCpp
 from .media import media_kind
@@ -61,6 +61,20 @@ _BY_PATH: tuple[tuple[str, Api], ...] = (
 # What a request for tokens carries, in one API or another (a chat body sent to /completions is
 # still a request for tokens, one the engine will refuse).
 _INPUTS = ("messages", "prompt", "input")
+# What llama.cpp's /infill asks for tokens with where it sends no ``prompt`` (optional there; its
+# code-completion clients send the text around the cursor alone): the text before and after the gap.
+_INFILL_INPUTS = ("input_prefix", "input_suffix")
+
+
+def asks_for_tokens(api: Api, body: Mapping[str, Any]) -> bool:
+    """Whether a request body read by ``api`` asks for tokens: it carries ``_INPUTS``, or is llama.cpp's
+    infill of a gap between two texts (``_INFILL_INPUTS``, no ``prompt`` needed): one of a workload's
+    generation requests, in its identity, timed and compared."""
+    if api is UNKNOWN:
+        return False
+    return any(key in body for key in _INPUTS) or (api is LLAMACPP and any(key in body for key in _INFILL_INPUTS))
+
+
 # Routes that take a conversation but generate nothing (a token count is not an answer).
 _NOT_GENERATION = ("/count_tokens", "/tokenize", "/detokenize", "/apply-template", "/embeddings", "/embedding", "/rerank")
 
@@ -99,13 +113,19 @@ def json_body(data: bytes | None) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
+def request_json(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A record's request body as a JSON object, its content-encoding undone (a compressed body, as
+    the Codex CLI sends, is its API's request all the same), else None."""
+    return json_body(unencoded(record.get("request_body") or b"", record.get("request_headers")))
+
+
 def read_request(record: Mapping[str, Any]) -> Request:
     """What an exchange's request asks for, read by its API's adapter."""
-    body = json_body(record.get("request_body"))
+    body = request_json(record)
     api = api_for(record.get("path"), body)
     if body is None:
         return Request(api.name)
-    return request_of(api, body, api is not UNKNOWN and any(key in body for key in _INPUTS), *api.turns(body), api.tools(body))
+    return request_of(api, body, asks_for_tokens(api, body), *api.turns(body), api.tools(body))
 
 
 def request_of(
@@ -141,8 +161,8 @@ def request_of(
 def is_generation(record: Mapping[str, Any]) -> bool:
     """``read_request(record).generation`` without reading the rest of the request (its turns,
     tools, sampling): what a workload's identity asks of every exchange."""
-    body = json_body(record.get("request_body"))
-    return body is not None and api_for(record.get("path"), body) is not UNKNOWN and any(key in body for key in _INPUTS)
+    body = request_json(record)
+    return body is not None and asks_for_tokens(api_for(record.get("path"), body), body)
 
 
 def not_in_file(record: Mapping[str, Any]) -> bool:
@@ -163,7 +183,7 @@ def response_not_kept(record: Mapping[str, Any]) -> bool:
 def read_response(record: Mapping[str, Any], api: Api | None = None) -> Output:
     """What an exchange's response said, read by ``api`` (else the one its path and body name)."""
     # The body is parsed only when the path names no API (it decides nothing otherwise).
-    api = api or _by_path(record.get("path")) or api_for(record.get("path"), json_body(record.get("request_body")))
+    api = api or _by_path(record.get("path")) or api_for(record.get("path"), request_json(record))
     if not_in_file(record):
         return Output(api.name, error=NOT_IN_FILE)
     if response_not_kept(record):

@@ -1,13 +1,13 @@
 """Workload identity: proof that two runs saw identical traffic (docs/analysis.md, "Workload identity").
 
 A capture's *workload* is its generation requests (those its API's adapter reads as asking for
-tokens: ``messages``, ``prompt`` or ``input``; not ``/v1/models``, ``/tokenize`` or an image's
+tokens: ``messages``, ``prompt`` or ``input``, or llama.cpp's ``/infill`` text around a gap; not ``/v1/models``, ``/tokenize`` or an image's
 ``/images/generations``: ``infertap.apis.media.MEDIA_ROUTES``), less those
 infertap refused itself (the engine never saw them). Two hashes identify it:
 
 - ``workload``: sha256 over each request's digest in send order, a request's digest being the
-  sha256 of ``METHOD SP PATH[?QUERY] LF`` followed by its exact body bytes (a multipart body's
-  boundary written as one, ``asked_body``). Headers don't count,
+  sha256 of ``METHOD SP PATH[?QUERY] LF`` followed by its exact body bytes (its content-encoding
+  undone, a multipart body's boundary written as one, ``asked_body``). Headers don't count,
   but for those that change what a request asks (``ASKED_HEADERS``: ``anthropic-beta``,
   ``anthropic-version``, ``OpenAI-Beta``), which go on the first line where sent.
 - ``schedule``: sha256 over the requests' send times relative to the first one, in whole
@@ -57,6 +57,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
+
+from infertap.apis.body import unencoded
 
 from .records import request_body_unknown
 from .redact import REDACTED, without_redacted
@@ -124,10 +126,13 @@ BOUNDARY = b"infertap-boundary"
 
 
 def asked_body(body: bytes, headers: Iterable[Iterable[str]] | None) -> bytes:
-    """A request's body as its identity takes it: a ``multipart/form-data`` body (an image to edit,
+    """A request's body as its identity takes it: with its content-encoding undone (``unencoded``: a
+    compressed body asks what its JSON asks, whatever the compressor wrote around it, as a gzip
+    header's time), and a ``multipart/form-data`` body (an image to edit,
     audio to transcribe) with the boundary its Content-Type names written as ``BOUNDARY``. A client
     draws a new boundary for every request (httpx, which the OpenAI SDK sends with, a random one), so
     the same upload sent twice was two different requests; any other body as it is."""
+    body = unencoded(body, headers)
     if not body or b"--" not in body:
         return body
     for pair in headers or ():

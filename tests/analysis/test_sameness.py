@@ -749,3 +749,52 @@ def test_an_answer_streamed_reads_as_the_same_answer_whole() -> None:
         assert s.readable and w.readable and s.streamed and not w.streamed
         assert (s.text, s.layout, s.others, s.citations) == (w.text, w.layout, w.others, w.citations), path
         assert s.layout and (s.others or s.citations)
+
+
+def _logprobs(text: str, logprob: float) -> dict[str, Any]:
+    """A chat choice's logprobs of one token ``text``, with itself as its one top-k entry."""
+    token = {"token": text, "logprob": logprob, "bytes": list(text.encode()), "top_logprobs": []}
+    token["top_logprobs"] = [{k: token[k] for k in ("token", "logprob", "bytes")}]
+    return {"content": [token], "refusal": None}
+
+
+def _choices(*logprobs: dict[str, Any] | None) -> list[bytes]:
+    """A chat answer of one choice per entry, each saying "hi", with those logprobs (None: none sent)."""
+    choices = [
+        {"index": i, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop", "logprobs": lp}
+        for i, lp in enumerate(logprobs)
+    ]
+    return _body(
+        sdk_shapes.chat_completion({"id": "c1", "object": "chat.completion", "created": 0, "model": "m", "choices": choices})
+    )
+
+
+def _hi_chunks(logprobs: dict[str, Any] | None) -> list[bytes]:
+    """A chat stream saying "hi", its chunk with those logprobs (None: none sent)."""
+    first = _odd_chunk({"role": "assistant", "content": "hi"})
+    first["choices"][0]["logprobs"] = logprobs
+    return _sse(sdk_shapes.chat_chunk(first), _chunk({}, "stop"), "[DONE]")
+
+
+LOGPROBS_ONE_SIDE = {
+    "logprobs on A's answer only": (CHAT, _choices(_logprobs("hi", -0.1)), _choices(None)),
+    "logprobs on B's answer only, streamed": (CHAT_SSE, _hi_chunks(None), _hi_chunks(_logprobs("hi", -0.1))),
+    "logprobs on another choice": (CHAT, _choices(None, _logprobs("hi", -0.1)), _choices(_logprobs("hi", -0.1), None)),
+}
+LOGPROBS_BOTH = {
+    "logprobs on both, other values": (CHAT, _choices(_logprobs("hi", -0.1)), _choices(_logprobs("hi", -0.5))),
+    "logprobs on both, streamed": (CHAT_SSE, _hi_chunks(_logprobs("hi", -0.1)), _hi_chunks(_logprobs("hi", -0.2))),
+}
+
+
+def test_logprobs_sent_by_one_engine_only_are_no_exact_match(tmp_path: Path) -> None:
+    """The same text with the logprobs its client asked for on one side and none on the other (an
+    engine that ignores ``logprobs``) was an exact match, and the pair silently left out of the KL."""
+    d = _all_differ(tmp_path, LOGPROBS_ONE_SIDE)
+    assert d["counts"]["logprobs_one_side"] == len(LOGPROBS_ONE_SIDE)
+    assert d["items"]["logprobs on A's answer only"]["logprob_choices"] == [[0], []]
+    assert d["items"]["logprobs on B's answer only, streamed"]["logprob_choices"] == [[], [0]]
+    assert d["items"]["logprobs on another choice"]["logprob_choices"] == [[1], [0]]
+    # Logprobs on both sides: the answers' values may differ (their KL says how much), the answer is the same.
+    same = _all_match(tmp_path, {**LOGPROBS_BOTH, **_twins(LOGPROBS_ONE_SIDE)})
+    assert "logprobs_one_side" not in same["counts"] and same["logprobs"]["pairs"] == len(LOGPROBS_BOTH) + 2, same
