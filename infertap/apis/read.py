@@ -16,6 +16,7 @@ from typing import Any
 
 from .body import NOT_IN_FILE, NOT_KEPT, decoding, ended_payloads, framing, head_of, invalid_utf8, unencoded
 from .fastjson import loads, loads_exact
+from .generate import SglangGenerate, TgiGenerate, TgiGenerateStream
 from .llamacpp import LlamaCpp
 from .media import media_kind
 from .messages import Messages
@@ -44,8 +45,23 @@ from .shapes import (
 
 CHAT, COMPLETIONS, RESPONSES, MESSAGES = Chat(), Completions(), Responses(), Messages()
 OLLAMA_CHAT, OLLAMA_GENERATE, LLAMACPP = OllamaChat(), OllamaGenerate(), LlamaCpp()
+SGLANG_GENERATE, TGI_GENERATE, TGI_STREAM = SglangGenerate(), TgiGenerate(), TgiGenerateStream()
 UNKNOWN = Api()
-APIS: dict[str, Api] = {api.name: api for api in (CHAT, COMPLETIONS, RESPONSES, MESSAGES, OLLAMA_CHAT, OLLAMA_GENERATE, LLAMACPP)}
+APIS: dict[str, Api] = {
+    api.name: api
+    for api in (
+        CHAT,
+        COMPLETIONS,
+        RESPONSES,
+        MESSAGES,
+        OLLAMA_CHAT,
+        OLLAMA_GENERATE,
+        LLAMACPP,
+        SGLANG_GENERATE,
+        TGI_GENERATE,
+        TGI_STREAM,
+    )
+}
 
 # Path endings, most specific first ("/chat/completions" before "/completions").
 _BY_PATH: tuple[tuple[str, Api], ...] = (
@@ -57,7 +73,10 @@ _BY_PATH: tuple[tuple[str, Api], ...] = (
     ("/api/generate", OLLAMA_GENERATE),
     ("/completion", LLAMACPP),
     ("/infill", LLAMACPP),
+    ("/generate_stream", TGI_STREAM),
 )
+# SGLang's and TGI's native route: one path, told apart by the body (``_generate_api``).
+_GENERATE = "/generate"
 # What a request for tokens carries, in one API or another (a chat body sent to /completions is
 # still a request for tokens, one the engine will refuse).
 _INPUTS = ("messages", "prompt", "input")
@@ -72,6 +91,8 @@ def asks_for_tokens(api: Api, body: Mapping[str, Any]) -> bool:
     generation requests, in its identity, timed and compared."""
     if api is UNKNOWN:
         return False
+    if api.inputs is not None:
+        return any(key in body for key in api.inputs)
     return any(key in body for key in _INPUTS) or (api is LLAMACPP and any(key in body for key in _INFILL_INPUTS))
 
 
@@ -84,7 +105,14 @@ def api_for(path: str | None, body: Any = None) -> Api:
     api = _by_path(path)
     if api is not None:
         return api
-    if (path or "").split("?", 1)[0].rstrip("/").endswith(_NOT_GENERATION) or not isinstance(body, dict):
+    route = (path or "").split("?", 1)[0].rstrip("/")
+    if route.endswith(_GENERATE) and isinstance(body, dict):
+        # TGI's body holds ``inputs``, SGLang's ``text`` or ``input_ids``; a body of neither (vLLM's
+        # old demo server's ``prompt``) is told by its shape as any other path's
+        for api in (TGI_GENERATE, SGLANG_GENERATE):
+            if asks_for_tokens(api, body):
+                return api
+    if route.endswith(_NOT_GENERATION) or not isinstance(body, dict):
         return UNKNOWN
     if media_kind(path) is not None:  # an image's prompt is no text completion's
         return UNKNOWN
@@ -146,7 +174,7 @@ def request_of(
         generation=generation,
         body=body,
         model=model if isinstance(model, str) else None,
-        stream=bool(body.get("stream")),  # as the request said (Ollama streams unless told not to)
+        stream=api.streams(body),
         turns=turns,
         items=items,
         system=system,
@@ -222,8 +250,11 @@ def ended(pieces: list[bytes], last: Any) -> bool:
     if b"".join(pieces[-3:]).rstrip().endswith(b"[DONE]"):
         return True
     return isinstance(last, dict) and (
-        last.get("done") is True or last.get("stop") is True or last.get("type") in _FINAL_EVENTS
-    )  # Ollama's "done", llama.cpp /completion's "stop", Anthropic's and Responses' final event
+        last.get("done") is True
+        or last.get("stop") is True
+        or last.get("type") in _FINAL_EVENTS
+        or (isinstance(last.get("token"), dict) and isinstance(last.get("generated_text"), str))
+    )  # Ollama's "done", llama.cpp /completion's "stop", Anthropic's and Responses' final event, TGI's last token
 
 
 def _loads(data: str) -> Any:
@@ -253,6 +284,10 @@ def sniff(events: list[Event]) -> Api | None:
         return OLLAMA_GENERATE
     if isinstance(obj.get("content"), str):
         return LLAMACPP
+    if isinstance(obj.get("meta_info"), dict) and "text" in obj:
+        return SGLANG_GENERATE
+    if "generated_text" in obj or isinstance(obj.get("token"), dict):
+        return TGI_GENERATE
     return None
 
 
@@ -287,6 +322,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     kept: list[Any] = []  # whole blocks (items) of a type not read
     layout: list[str] | None = None  # a whole answer's
     readable, read = False, api.event  # locals: the loop runs per streamed event
+    so_far = ""  # an API whose events each say the text so far (``Delta.so_far``): that text
     for event in events:
         obj = event.obj
         if not isinstance(obj, dict):
@@ -300,6 +336,10 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         if not d.known and (message := error_of(obj)) is not None:
             d.known, d.error = True, message
         readable = readable or d.known
+        if d.so_far:
+            said = d.content
+            d.content = said[len(so_far) :] if said.startswith(so_far) else said
+            so_far = said if said.startswith(so_far) else so_far + said
         if d.content:
             text.append(d.content)
         if d.reasoning:

@@ -95,6 +95,9 @@ class Delta:
     unread: dict[str, Any] | None = None  # a block of a type not read, at its start; a delta of a type not read
     others: Sequence[Any] = ()  # whole blocks (items) of a type not read, as sent
     layout: list[str] | None = None  # a whole answer's blocks (items), each a ``layout_entry``
+    # ``content`` is the text so far, not this event's own (SGLang's ``/generate`` stream): ``fold``
+    # makes it the new text.
+    so_far: bool = False
 
     @property
     def tool_deltas(self) -> int:
@@ -276,6 +279,14 @@ class Api:
     name: ClassVar[str] = "unknown"
     #: The API's finish reasons in the common vocabulary (others map to "other").
     finish_map: ClassVar[dict[str, str]] = {}
+    #: What a request of this API asks for tokens with (``read.asks_for_tokens``); None: the common
+    #: ``messages``, ``prompt`` or ``input``.
+    inputs: ClassVar[tuple[str, ...] | None] = None
+
+    def streams(self, body: dict[str, Any]) -> bool:
+        """Whether the request asks for a stream: its ``stream`` (Ollama streams unless told not to,
+        yet is read as the request said)."""
+        return bool(body.get("stream"))
 
     def event(self, obj: dict[str, Any]) -> Delta:
         return Delta()

@@ -63,6 +63,10 @@ ERROR_MARKS: dict[str, tuple[bytes, ...]] = {
     "ollama-chat": (b'"error"',),
     "ollama-generate": (b'"error"',),
     "llamacpp": (b'"error"',),
+    # SGLang's and TGI's in-band error: an event holding ``{"error": ...}``
+    "sglang-generate": (b'"error"',),
+    "tgi-generate": (b'"error"',),
+    "tgi-generate-stream": (b'"error"',),
 }
 #: The bytes after a mark read for a member that is null (``"error": null``): none.
 _AFTER = 24

@@ -48,6 +48,7 @@ _ROUTES = (
     r"chat/completions|completions?|infill|embeddings?|rerank",  # OpenAI-compatible anywhere; llama.cpp's own
     r"api/(chat|generate|embed|embeddings|show|tags|ps|version)",  # Ollama
     r"tokenize|detokenize|apply-template|props",  # llama.cpp's
+    r"generate(_stream)?",  # SGLang's and text-generation-inference's native routes
     r"model/[^/?]+/invoke(-with-response-stream)?",  # Bedrock (Anthropic's Messages among them)
     r"[^/?]+:(stream)?[rR]awPredict",  # Vertex AI (Anthropic's Messages)
 )

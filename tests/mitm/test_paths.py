@@ -1,6 +1,6 @@
 """The default path filter of `infertap mitm` and `infertap import` keeps every route infertap's
 analysis reads (infertap/apis/read.py) and leaves other traffic out. It dropped llama.cpp's
-/infill and /embedding, Azure's /openai/responses and deployments' /embeddings, and Anthropic's
+/infill and /embedding, SGLang's and TGI's /generate, Azure's /openai/responses and deployments' /embeddings, and Anthropic's
 Messages on Vertex AI (:streamRawPredict) and Bedrock (/model/.../invoke)."""
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ RECORDED = [
     "/v1/messages/count_tokens",
     "/api/chat",
     "/api/generate",
+    "/generate",
+    "/generate_stream",
     "/api/embed",
     "/tokenize",
     "/detokenize",
@@ -73,7 +75,7 @@ def test_other_paths_are_not(path: str) -> None:
 
 def test_every_route_analysis_reads_is_among_those_recorded() -> None:
     """A route added to read.py without a recorded path here (and so, in the filter) fails."""
-    routes = [suffix for suffix, _ in read._BY_PATH] + list(read._NOT_GENERATION)
+    routes = [suffix for suffix, _ in read._BY_PATH] + list(read._NOT_GENERATION) + [read._GENERATE]
     bare = [p.split("?", 1)[0] for p in RECORDED]
     assert [r for r in routes if not any(p.endswith(r) for p in bare)] == []
     # Messages on Vertex AI and Bedrock are told by body: their routes are recorded above

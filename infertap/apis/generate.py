@@ -1,0 +1,103 @@
+"""SGLang's and text-generation-inference's (TGI) native ``/generate`` routes.
+
+Both take a raw prompt, no conversation; one path, two shapes (``read.api_for`` tells them apart by
+the body: TGI sends ``inputs``, SGLang ``text`` or ``input_ids``).
+
+- SGLang ``/generate``: ``{"text" | "input_ids", "sampling_params": {...}, "stream"}``, answered
+  ``{"text", "meta_info": {"prompt_tokens", "completion_tokens", "cached_tokens", "finish_reason":
+  {"type", "matched"?}}}``; streamed as SSE events that each carry the text so far (cumulative, as
+  SGLang's own client slices ``text[prev:]``), then ``data: [DONE]``. ``Delta.so_far`` says so:
+  ``fold`` takes each event's new text as the difference (``--incremental-streaming-output`` sends
+  the new text alone: an event whose text does not continue the text so far is read as new).
+- TGI ``/generate``: ``{"inputs", "parameters": {...}}``, answered ``{"generated_text", "details":
+  {"finish_reason", "generated_tokens", "tokens": [...]}}`` (details only where asked);
+  ``/generate_stream`` sends one event per token, ``{"token": {"id", "text", "special"},
+  "generated_text": null, "details": null}``, the last with the whole text and its details and no
+  end marker after it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from .openai import stop_reason_json, stop_value
+from .shapes import Api, Delta, Turn, as_dict, as_int, as_list, prompt_text
+
+
+class SglangGenerate(Api):
+    name = "sglang-generate"
+    finish_map: ClassVar[dict[str, str]] = {"stop": "stop", "length": "length", "abort": "error"}
+    inputs: ClassVar[tuple[str, ...]] = ("text", "input_ids", "input_embeds")
+
+    def event(self, obj: dict[str, Any]) -> Delta:
+        meta = obj.get("meta_info")
+        if not isinstance(obj.get("text"), str) or not isinstance(meta, dict):
+            return Delta()
+        d = Delta(known=True, content=obj["text"], so_far=True)
+        counts = {k: meta[k] for k in ("prompt_tokens", "completion_tokens", "cached_tokens") if as_int(meta.get(k)) is not None}
+        d.usage = counts or None
+        d.response_id = meta["id"] if isinstance(meta.get("id"), str) else None
+        finish = meta.get("finish_reason")
+        if isinstance(finish, dict) and isinstance(finish.get("type"), str):
+            d.finish_reason = finish["type"]
+            if "matched" in finish:
+                d.matched_stop = stop_reason_json(finish["matched"])
+                d.stop_sequence = finish["matched"] if stop_value(finish["matched"]) else None
+            if finish["type"] == "abort":
+                d.error = str(finish.get("message") or "aborted")
+        return d
+
+    def counts(self, usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
+        return as_int(usage.get("prompt_tokens")), as_int(usage.get("cached_tokens")), as_int(usage.get("completion_tokens"))
+
+    def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
+        prompt = body.get("text") if body.get("text") is not None else body.get("input_ids")
+        return ((Turn("user", prompt_text(prompt)),) if prompt is not None else ()), None, None
+
+    def sampling(self, body: dict[str, Any]) -> dict[str, Any]:
+        return dict(as_dict(body.get("sampling_params")))
+
+
+class TgiGenerate(Api):
+    name = "tgi-generate"
+    finish_map: ClassVar[dict[str, str]] = {"eos_token": "stop", "stop_sequence": "stop", "length": "length"}
+    inputs: ClassVar[tuple[str, ...]] = ("inputs",)
+
+    def event(self, obj: dict[str, Any]) -> Delta:
+        token = obj.get("token")
+        text = obj.get("generated_text")
+        if not isinstance(token, dict) and not isinstance(text, str):
+            return Delta()
+        details = as_dict(obj.get("details"))
+        d = Delta(known=True)
+        if isinstance(token, dict):  # a streamed token; the last event's generated_text restates them all
+            d.content = token["text"] if isinstance(token.get("text"), str) and not token.get("special") else ""
+            d.token_ids = [token["id"]] if as_int(token.get("id")) is not None else None
+        else:
+            d.content = text if isinstance(text, str) else ""
+            ids = (as_int(t.get("id")) for t in as_list(details.get("tokens")) if isinstance(t, dict))
+            d.token_ids = [i for i in ids if i is not None] or None
+        if isinstance(details.get("finish_reason"), str):
+            d.finish_reason = details["finish_reason"]
+        if as_int(details.get("generated_tokens")) is not None:
+            d.usage = {"generated_tokens": details["generated_tokens"]}
+        return d
+
+    def counts(self, usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
+        return None, None, as_int(usage.get("generated_tokens"))
+
+    def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
+        prompt = body.get("inputs")
+        return ((Turn("user", prompt_text(prompt)),) if prompt is not None else ()), None, None
+
+    def sampling(self, body: dict[str, Any]) -> dict[str, Any]:
+        return dict(as_dict(body.get("parameters")))
+
+
+class TgiGenerateStream(TgiGenerate):
+    """``/generate_stream``: TGI's stream, whatever the body says (it has no ``stream`` field)."""
+
+    name = "tgi-generate-stream"
+
+    def streams(self, body: dict[str, Any]) -> bool:
+        return True

@@ -1,0 +1,198 @@
+"""SGLang's and TGI's native ``/generate`` routes (and TGI's ``/generate_stream``), shaped as their
+servers send them (SGLang's ``http_server.py`` and its docs' streaming example; TGI's
+``server.rs`` ``GenerateResponse``/``StreamResponse``): requests nothing read before, in no figure
+and no workload identity, and compare found no generation requests in them. SGLang's stream
+repeats the text so far in every event: its new text is the difference."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infertap.analysis.compare import compare
+from infertap.apis import read_request, read_response
+from infertap.capture.identity import workload_identity
+from tests.analysis_builders import MS, Load, exchange
+from tests.helpers import pair_captures, write_capture
+
+_SSE, _JSON = "text/event-stream", "application/json"
+_SGLANG = {"text": "The capital of France is", "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
+_TGI = {"inputs": "The capital of France is", "parameters": {"max_new_tokens": 8, "details": True}}
+
+
+def _meta(tokens: int, finish: dict[str, Any] | None = None, latency: float = 0.25) -> dict[str, Any]:
+    """SGLang's ``meta_info``: its request id and latency new on every run."""
+    said = {"id": f"a{latency}", "prompt_tokens": 6, "completion_tokens": tokens, "cached_tokens": 0, "finish_reason": finish}
+    return said | {"e2e_latency": latency}
+
+
+def _sglang_stream(*texts: str, finish: dict[str, Any] | None = None, latency: float = 0.25) -> list[bytes]:
+    """SGLang's stream: each event the text so far (cumulative), the last with its finish, then [DONE]."""
+    finish = finish or {"type": "length", "length": len(texts)}
+    last = len(texts) - 1
+    events = [{"text": t, "meta_info": _meta(i + 1, finish if i == last else None, latency)} for i, t in enumerate(texts)]
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
+
+
+def _sglang_whole(text: str, finish: dict[str, Any] | None = None, latency: float = 0.25) -> list[bytes]:
+    return [json.dumps({"text": text, "meta_info": _meta(3, finish or {"type": "stop", "matched": 2}, latency)}).encode()]
+
+
+def _tgi_stream(*tokens: str, reason: str = "eos_token") -> list[bytes]:
+    """TGI's stream: one event per token, the last (end of sequence, a special token) with the whole text and details."""
+    events: list[dict[str, Any]] = [
+        {
+            "index": i + 1,
+            "token": {"id": 10 + i, "text": t, "logprob": -0.5, "special": False},
+            "generated_text": None,
+            "details": None,
+        }
+        for i, t in enumerate(tokens)
+    ]
+    last = {"id": 2, "text": "</s>", "logprob": -0.1, "special": True}
+    details = {"finish_reason": reason, "generated_tokens": len(tokens) + 1, "seed": None}
+    events.append({"index": len(tokens) + 1, "token": last, "generated_text": "".join(tokens), "details": details})
+    return [b"data:" + json.dumps(e).encode() + b"\n\n" for e in events]
+
+
+def _tgi_whole(text: str, reason: str = "length") -> list[bytes]:
+    details = {"finish_reason": reason, "generated_tokens": 2, "seed": None, "prefill": [], "tokens": []}
+    return [json.dumps({"generated_text": text, "details": details}).encode()]
+
+
+_SG_STREAM = ("/generate", {**_SGLANG, "stream": True}, _SSE)
+_SG_WHOLE = ("/generate", _SGLANG, _JSON)
+_TGI_STREAM = ("/generate_stream", _TGI, _SSE)
+_TGI_WHOLE = ("/generate", _TGI, _JSON)
+
+#: name -> (API, A's chunks, B's chunks): each pair's answers differ.
+DIFFER: dict[str, Any] = {
+    "sglang stream text": (
+        _SG_STREAM,
+        _sglang_stream(" Paris", " Paris.", " Paris. It"),
+        _sglang_stream(" Paris", " Paris,", " Paris, a"),
+    ),
+    "sglang stream finish": (
+        _SG_STREAM,
+        _sglang_stream(" Paris"),
+        _sglang_stream(" Paris", finish={"type": "stop", "matched": 2}),
+    ),
+    "sglang whole text": (_SG_WHOLE, _sglang_whole(" Paris."), _sglang_whole(" Lyon.")),
+    "tgi stream text": (_TGI_STREAM, _tgi_stream(" Paris", "."), _tgi_stream(" Lyon", ".")),
+    "tgi stream finish": (_TGI_STREAM, _tgi_stream(" Paris"), _tgi_stream(" Paris", reason="length")),
+    "tgi whole text": (_TGI_WHOLE, _tgi_whole(" Paris."), _tgi_whole(" Lyon.")),
+}
+
+
+def _read_both(d: dict[str, Any]) -> int:
+    """The pairs whose answers compare read on both sides (by their API's adapter, not as bytes)."""
+    return sum(r["read_both"] for r in d["readable"].values())
+
+
+def test_generate_answers_that_differ_differ(tmp_path: Path) -> None:
+    a, b = pair_captures(tmp_path, DIFFER)
+    d = compare(a, b, top=len(DIFFER))["divergence"]
+    assert d["counts"].get("exact", 0) == 0 and d["counts"]["finish_reason_changed"] == 2, d["counts"]
+    assert len(d["most_divergent"]) == len(DIFFER) and _read_both(d) == len(DIFFER)
+    assert all(
+        p["answers_compared"] and p["api"][0] in ("sglang-generate", "tgi-generate", "tgi-generate-stream")
+        for p in d["most_divergent"]
+    )
+
+
+def test_the_same_generate_answers_match(tmp_path: Path) -> None:
+    """The same answers, SGLang's with the request id and latency of another run in its ``meta_info``."""
+    again = {
+        "sglang stream text": (_SG_STREAM, _sglang_stream(" Paris", " Paris."), _sglang_stream(" Paris", " Paris.", latency=0.5)),
+        "sglang whole text": (_SG_WHOLE, _sglang_whole(" Paris."), _sglang_whole(" Paris.", latency=0.5)),
+    }
+    twins = {k: (api, x, x) for k, (api, x, _) in DIFFER.items()} | again
+    a, b = pair_captures(tmp_path, twins)
+    d = compare(a, b, top=len(twins))["divergence"]
+    assert d["pairs"] == len(twins) and _read_both(d) == len(twins)
+    assert d["exact_match_rate"] == 1 and d["most_divergent"] == [], d
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "chunks", "text", "stream"),
+    [
+        ("/generate", {**_SGLANG, "stream": True}, _sglang_stream("The", "The cat", "The cat sat"), "The cat sat", True),
+        ("/generate", _SGLANG, _sglang_whole("The cat sat"), "The cat sat", False),
+        ("/generate_stream", _TGI, _tgi_stream("The", " cat", " sat"), "The cat sat", True),
+        ("/generate", _TGI, _tgi_whole("The cat sat"), "The cat sat", False),
+    ],
+)
+def test_generate_requests_and_answers_are_read(
+    path: str, body: dict[str, Any], chunks: list[bytes], text: str, stream: bool
+) -> None:
+    ctype = _SSE if stream else _JSON
+    record = {
+        "path": path,
+        "request_body": json.dumps(body).encode(),
+        "request_headers": [["content-type", _JSON]],
+        "response_headers": [["content-type", ctype]],
+        "chunks": chunks,
+    }
+    asked = read_request(record)
+    assert asked.generation and asked.stream is stream and asked.max_tokens == 8
+    assert asked.turns[-1].text == "The capital of France is"
+    out = read_response(record)
+    assert out.readable and out.error is None and out.text == text
+    assert out.finish_reason in ("stop", "length")
+
+
+def test_an_sglang_stream_is_timed_by_its_new_text(load: Load) -> None:
+    """Each event repeats the text so far: the answer is the last event's text, each event's token
+    the text it adds; an event that adds none (the finish's) bears no token."""
+    texts = ("The", "The cat", "The cat sat")
+    events = _sglang_stream(*texts)
+    chunks = [(100, events[0]), (130, events[1]), (170, events[2]), (180, events[3])]
+    request = json.dumps({**_SGLANG, "stream": True}).encode()
+    a = load([exchange("x", chunks=chunks, request=request, path="/generate")])
+    [m] = a.query("SELECT * FROM metrics WHERE exchange_id = 'x'").records()
+    assert m["generation"] is True and m["ttft_ns"] == 100 * MS
+    assert (m["output_tokens"], m["output_tokens_source"]) == (len(texts), "usage")
+    assert (m["prompt_tokens"], m["prompt_tokens_source"]) == (6, "usage")
+    gaps = [r[0] for r in a.query("SELECT gap_ns FROM itl WHERE exchange_id = 'x' ORDER BY chunk").rows]
+    assert gaps == [30 * MS, 40 * MS]
+    said = [r[0] for r in a.query("SELECT content FROM events WHERE exchange_id = 'x' AND content <> '' ORDER BY index").rows]
+    assert said == ["The", " cat", " sat"]
+    assert m["ok"] is True and m["unfinished"] is False
+
+
+def test_a_tgi_stream_is_timed_by_its_tokens(load: Load) -> None:
+    events = _tgi_stream("The", " cat")
+    request = json.dumps(_TGI).encode()
+    chunks = [(100, events[0]), (120, events[1]), (150, events[2])]
+    a = load([exchange("x", chunks=chunks, request=request, path="/generate_stream")])
+    [m] = a.query("SELECT * FROM metrics WHERE exchange_id = 'x'").records()
+    assert m["generation"] is True and m["stream"] is True and m["ttft_ns"] == 100 * MS
+    assert (m["output_tokens"], m["output_tokens_source"]) == (3, "usage")  # the end of sequence counted
+    assert m["ok"] is True and m["unfinished"] is False
+
+
+def test_a_tgi_stream_cut_before_its_last_event_is_unfinished(load: Load) -> None:
+    events = _tgi_stream("The", " cat")
+    a = load(
+        [exchange("x", chunks=[(100, events[0]), (120, events[1])], request=json.dumps(_TGI).encode(), path="/generate_stream")]
+    )
+    [m] = a.query("SELECT ok, unfinished FROM metrics WHERE exchange_id = 'x'").records()
+    assert m == {"ok": False, "unfinished": True}
+
+
+@pytest.mark.parametrize(("path", "body", "key"), [("/generate", _SGLANG, "text"), ("/generate", _TGI, "inputs")])
+def test_generate_requests_are_in_the_workload_identity(tmp_path: Path, path: str, body: dict[str, Any], key: str) -> None:
+    """Two runs asking other prompts are two workloads; the same prompts one."""
+
+    def run(name: str, prompt: str) -> str:
+        cap = tmp_path / name
+        write_capture(cap, [{"body": {**body, key: prompt}, "chunks": [b"{}"], "path": path}])
+        identity = workload_identity(cap)
+        assert identity.requests == 1
+        return identity.workload
+
+    assert run("a", "one") == run("b", "one")
+    assert run("c", "one") != run("d", "two")
