@@ -113,4 +113,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: requests.digest and the request's fields (it was no JSON, so no generation request).
 #: 87: SGLang's and TGI's native ``/generate`` (and TGI's ``/generate_stream``) are read: exchanges.generation,
 #: api, the answer's text, events, token times and counts (they were in no figure and no workload identity).
-DECODE_VERSION = 87
+#: 88: OpenAI's ``/v1/responses/compact`` (the Codex CLI's compaction) is a generation request read as a
+#: Responses answer (its usage, its compaction item); the user messages it restates are not its text.
+DECODE_VERSION = 88

@@ -134,7 +134,8 @@ BATCH_BYTES = 8 << 20
 #: 71: request_key and last_user of a request body sent with a content-encoding are its decoded JSON's.
 #: 72: SGLang's and TGI's native ``/generate`` answers (and TGI's ``/generate_stream``) are read (SGLang's
 #: cumulative stream as its new text per event), as their requests are generation requests.
-SUMMARY_VERSION = 72
+#: 73: a ``/v1/responses/compact`` answer is read (a generation request's, counted and compared).
+SUMMARY_VERSION = 73
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -68,6 +68,8 @@ _BY_PATH: tuple[tuple[str, Api], ...] = (
     ("/chat/completions", CHAT),
     ("/completions", COMPLETIONS),
     ("/responses", RESPONSES),
+    # A conversation compacted by the model (the Codex CLI's): the user's messages and an encrypted summary, usage as a response's
+    ("/responses/compact", RESPONSES),
     ("/messages", MESSAGES),
     ("/api/chat", OLLAMA_CHAT),
     ("/api/generate", OLLAMA_GENERATE),

@@ -56,8 +56,8 @@ class Responses(Api):
 
     def event(self, obj: dict[str, Any]) -> Delta:
         kind = obj.get("type")
-        if kind is None and obj.get("object") == "response":
-            return _whole(obj)
+        if kind is None and obj.get("object") in ("response", "response.compaction"):
+            return _whole(obj)  # a response, or a compaction's (``/responses/compact``): its output read alike
         if not isinstance(kind, str):
             return Delta()
         if kind == "error":
@@ -522,7 +522,9 @@ def _whole(response: dict[str, Any]) -> Delta:
         if not isinstance(item, dict):
             continue
         kind, said, sources = item.get("type"), len(d.content) + len(d.refusal) + len(d.reasoning), len(cited)
-        if kind == "message":
+        if kind == "message" and item.get("role") != "user":
+            # (a compaction's output restates the user's messages before its compaction item: no
+            # words of the model's, kept whole with the items not read)
             for part in as_list(item.get("content")):
                 if isinstance(part, dict):
                     d.content += as_text(part.get("text"))

@@ -19,6 +19,7 @@ RECORDED = [
     "/infill",
     "/v1/responses",
     "/v1/responses/resp_123/input_items",
+    "/v1/responses/compact",
     "/openai/responses?api-version=2025-04-01-preview",
     "/openai/v1/responses",
     "/v1/messages",
