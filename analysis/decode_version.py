@@ -115,4 +115,5 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: api, the answer's text, events, token times and counts (they were in no figure and no workload identity).
 #: 88: OpenAI's ``/v1/responses/compact`` (the Codex CLI's compaction) is a generation request read as a
 #: Responses answer (its usage, its compaction item); the user messages it restates are not its text.
-DECODE_VERSION = 88
+#: 89: requests.digest holds Bedrock's guardrail and trace headers (identity.ASKED_HEADERS) where sent.
+DECODE_VERSION = 89

@@ -10,7 +10,8 @@ infertap refused itself (the engine never saw them). Two hashes identify it:
   sha256 of ``METHOD SP PATH[?QUERY] LF`` followed by its exact body bytes (its content-encoding
   undone, a multipart body's boundary written as one, ``asked_body``). Headers don't count,
   but for those that change what a request asks (``ASKED_HEADERS``: ``anthropic-beta``,
-  ``anthropic-version``, ``OpenAI-Beta``), which go on the first line where sent.
+  ``anthropic-version``, ``OpenAI-Beta``, Bedrock's guardrail and trace headers), which go on the
+  first line where sent.
 - ``schedule``: sha256 over the requests' send times relative to the first one, in whole
   milliseconds (``SCHEDULE_RESOLUTION_NS``), rounded half up.
 - ``request_set``: sha256 over the request digests sorted, whatever order they were sent in: the
@@ -81,9 +82,19 @@ def version_of(asked: bool) -> str:
 
 #: Request headers that change what a request asks, not where it goes or who asks: the features
 #: it turns on (Anthropic's ``anthropic-beta``: context management, longer output, tools; OpenAI's
-#: ``OpenAI-Beta``) and the API version that reads its body (``anthropic-version``). Part of its
-#: digest where sent; no other header is (credentials, redacted at capture, never).
-ASKED_HEADERS = ("anthropic-beta", "anthropic-version", "openai-beta")
+#: ``OpenAI-Beta``) and the API version that reads its body (``anthropic-version``); on Bedrock the
+#: guardrail that screens the input and the answer (``X-Amzn-Bedrock-GuardrailIdentifier``, its
+#: ``-GuardrailVersion``: a blocked answer is the guardrail's message) and whether the answer carries
+#: the guardrail's trace (``X-Amzn-Bedrock-Trace``). Part of its digest where sent; no other header is
+#: (credentials, redacted at capture, never).
+ASKED_HEADERS = (
+    "anthropic-beta",
+    "anthropic-version",
+    "openai-beta",
+    "x-amzn-bedrock-guardrailidentifier",
+    "x-amzn-bedrock-guardrailversion",
+    "x-amzn-bedrock-trace",
+)
 
 
 def asked_headers(headers: Iterable[Iterable[str]] | None) -> list[tuple[str, str]]:

@@ -200,3 +200,33 @@ def test_the_identity_says_which_rule_hashed_it(tmp_path, monkeypatch):
     _capture(tmp_path / "none2", no_asked, shared=True)
     t = compare(tmp_path / "beta2", tmp_path / "none2")["traffic"]
     assert t["a"]["short"] == workload_identity(tmp_path / "beta2").short and t["a"]["short"].startswith("wl2:")
+
+
+def test_bedrocks_guardrail_and_trace_headers_are_in_its_identity(tmp_path, monkeypatch):
+    """Bedrock's ``X-Amzn-Bedrock-GuardrailIdentifier`` and ``-GuardrailVersion`` screen the input and
+    the answer with a guardrail (a blocked answer is the guardrail's message), ``X-Amzn-Bedrock-Trace``
+    adds its trace to the answer: two runs differing only in them were one workload."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    path = "/model/anthropic.claude-3-5-sonnet-20241022-v2:0/invoke"
+    body = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 64, "messages": BODY["messages"]}
+    plain = [["content-type", "application/json"], ["authorization", "[REDACTED]"]]
+    guard = [["X-Amzn-Bedrock-GuardrailIdentifier", "gr-abc123"], ["X-Amzn-Bedrock-GuardrailVersion", "1"]]
+
+    def run(name, headers):
+        write_capture(tmp_path / name, [{"path": path, "body": body, "headers": headers, "chunks": [ANSWER]}], run_wall=1.8e9)
+        return workload_identity(tmp_path / name)
+
+    ids = {
+        "plain": run("plain", plain),
+        "guard": run("guard", [*plain, *guard]),
+        "guard again": run("guard again", [*plain, *[[n.lower(), v] for n, v in guard]]),  # another client's spelling
+        "version 2": run("version 2", [*plain, guard[0], ["X-Amzn-Bedrock-GuardrailVersion", "2"]]),
+        "traced": run("traced", [*plain, *guard, ["X-Amzn-Bedrock-Trace", "ENABLED"]]),
+    }
+    assert ids["plain"].requests == 1 and ids["plain"].version == "wl1"
+    # Must differ: a guardrail asked, another version of it, its trace asked.
+    workloads = {ids[k].workload for k in ("plain", "guard", "version 2", "traced")}
+    assert len(workloads) == 4 and ids["guard"].version == "wl2"
+    # Must match: the same guardrail however its headers were spelled.
+    assert ids["guard"].workload == ids["guard again"].workload
+    assert asked_headers(guard) == [("x-amzn-bedrock-guardrailidentifier", "gr-abc123"), ("x-amzn-bedrock-guardrailversion", "1")]
