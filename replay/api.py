@@ -176,7 +176,7 @@ def _transform(workload: Workload, transforms: Transforms, target_kind: str | No
     if transforms.pinning_matters:  # a pinned setting can decide whether a --set applies: check with it
         for item in items:
             try:
-                transforms.body(item.body, pinned=_pinned(item), target_kind=target_kind, path=item.path)
+                transforms.body(item.body, pinned=_pinned(item), target_kind=target_kind, path=item.path, headers=item.headers)
             except TransformError as exc:
                 raise ReplayError(f"exchange {item.source_id} ({item.method} {item.path}): {exc}") from exc
     # By the captured list and the key's header (its path's API): items share one per header set.

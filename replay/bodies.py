@@ -134,6 +134,8 @@ class Sendable(Protocol):
     def method(self) -> str: ...
     @property
     def path(self) -> str: ...
+    @property
+    def headers(self) -> list[list[str]]: ...
 
 
 class Bodies(Sequence[bytes]):
@@ -159,7 +161,7 @@ class Bodies(Sequence[bytes]):
         t = self.transforms
         pinned = pinned_settings(item.settings) if t.pin_defaults and item.settings else None
         try:
-            return t.body(item.body, pinned=pinned, target_kind=self.target_kind, path=item.path)
+            return t.body(item.body, pinned=pinned, target_kind=self.target_kind, path=item.path, headers=item.headers)
         except TransformError as exc:  # checked when loaded: the bytes read now are not those
             raise BodyError(f"exchange {item.source_id} ({item.method} {item.path}): {exc}") from exc
 

@@ -23,6 +23,8 @@ from infertap.capture.redact_json import secret_strings
 from infertap.errors import InfertapError
 from infertap.proxy.hops import HOP_REQUEST, connection_named
 
+from .encoded_body import body_encoding, decode, encode
+
 
 class TransformError(InfertapError):
     pass
@@ -157,13 +159,35 @@ class Transforms:
         return bool(self.model or self.set_values or self.unset or self.pin_defaults)
 
     def body(
-        self, raw: bytes, *, pinned: Mapping[str, Pin] | None = None, target_kind: str | None = None, path: str | None = None
+        self,
+        raw: bytes,
+        *,
+        pinned: Mapping[str, Pin] | None = None,
+        target_kind: str | None = None,
+        path: str | None = None,
+        headers: Iterable[Iterable[str]] | None = None,
     ) -> bytes:
         """The request body after the transforms; untouched bytes when no transform applies (a
         request without a body, a ``GET /v1/models``, carries nothing to transform). ``path``: the
-        request's, which says its API (where its sampling settings go)."""
+        request's, which says its API (where its sampling settings go); ``headers``: its recorded
+        headers, whose ``Content-Encoding`` (gzip, zstd, ...) is undone before the transforms and
+        done again after them (``encoded_body``): the body goes out encoded as it came."""
         if not self.touches_body or not raw:
             return raw
+        encoding = body_encoding(headers)
+        if encoding is None:
+            return self._json(raw, pinned, target_kind, path)
+        try:
+            text = decode(raw, encoding)
+        except ValueError as exc:
+            if not self.edits_every_body:
+                return raw  # only a --model-map: nothing read in it to map
+            raise TransformError(f"body transforms need a JSON body, and this one isn't: {exc}") from exc
+        out = self._json(text, pinned, target_kind, path)
+        return raw if out is text else encode(out, encoding)
+
+    def _json(self, raw: bytes, pinned: Mapping[str, Pin] | None, target_kind: str | None, path: str | None) -> bytes:
+        """``body`` of a body with no content-encoding: ``raw`` itself where nothing applies."""
         try:
             body, sent = _as_sent(raw)
         except ValueError as exc:

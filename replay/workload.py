@@ -507,7 +507,7 @@ class _Scan:
         head = _chat_head(raw) if api_for(path) is CHAT else None
         body: dict[str, Any] | None = None
         if head is not None:  # a chat request: its messages as JSON, each read once over the whole capture
-            is_object = True
+            is_object = is_object_decoded = True
             generation = head.messages is not UNSET or head.prompt is not UNSET or head.input is not UNSET
             model = head.model if isinstance(head.model, str) else None
             previous = head.previous_response_id if isinstance(head.previous_response_id, str) else None
@@ -518,6 +518,7 @@ class _Scan:
             # What it asks, read as the analysis reads it: a compressed body (the Codex CLI's zstd) as its
             # JSON. Sent as recorded, bytes and Content-Encoding alike.
             asked = body if body is not None or not raw else json_body(unencoded(raw, r.get("request_headers")))
+            is_object_decoded = asked is not None  # a compressed JSON object: the transforms edit it (encoded_body)
             api = api_for(path, asked)
             generation = asked is not None and asks_for_tokens(api, asked)
             model = previous = None
@@ -544,7 +545,7 @@ class _Scan:
         unknown = not refused and request_body_unknown(r)
         refusal = None
         if not (refused or unknown):  # what is sent must take the transforms, and no credential left unfilled
-            refusal = self._refusal(raw, body, is_object, path) if self.check is not None else None
+            refusal = self._refusal(raw, body, is_object, path, r["request_headers"]) if self.check is not None else None
             refusal = refusal or self.fill.unfilled_credential(raw, body)
         item = Item(
             index=len(self.items),
@@ -572,7 +573,7 @@ class _Scan:
             self.unknown.add(id(item))
         elif refusal is not None:
             self.refusals[id(item)] = refusal
-        elif self.check is not None and not refused and not is_object and raw and not self.check.edits_every_body:
+        elif self.check is not None and not refused and not is_object_decoded and raw and not self.check.edits_every_body:
             self.as_recorded.add(id(item))
         self.items.append(item)
         self.seqs.append(r["seq"] | self.capture << 48)  # ties in the order the captures were given
@@ -580,13 +581,16 @@ class _Scan:
         self.occurrences.append(occurrence)
         self.links.append(links)
 
-    def _refusal(self, raw: Any, body: dict[str, Any] | None, is_object: bool, path: str | None) -> str | None:
+    def _refusal(
+        self, raw: Any, body: dict[str, Any] | None, is_object: bool, path: str | None, headers: list[list[str]]
+    ) -> str | None:
         """Why the body transforms can't apply to this body (None: they can). On a JSON object
         only a ``--set`` through a key that holds no object can fail, so only then is it parsed."""
         assert self.check is not None
         try:
             if not is_object:
-                self.check.body(raw, path=path)  # not a JSON object as read here: the transform says why, exactly
+                # not a JSON object as read here (or one sent with a content-encoding): the transform says why, exactly
+                self.check.body(raw, path=path, headers=headers)
             elif self.check.can_refuse(path):
                 # A parse of its own where none was made, done with now.
                 self.check.apply(body if body is not None else json_body(raw) or {}, path=path)
