@@ -56,7 +56,9 @@ SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")
 
 _BATCH_ROWS = 10_000  # a row group; small enough that buffered rows (ids lists, chunk bytes) stay small
 # Agent requests carry their whole conversation (tens of KiB each): 10,000 of them would make
-# arrays of hundreds of MiB, which the allocator maps afresh (page faults) at every doubling.
+# arrays of hundreds of MiB, which the allocator maps afresh (page faults) at every doubling. The
+# same holds for chunks and events: an embeddings answer is one chunk of hundreds of KiB (8 vectors
+# of 4,096 floats as JSON: 650 KiB), and 10,000 of them held a decode worker at gigabytes.
 _BATCH_BYTES = 8 << 20
 # String columns given as UTF-8 bytes (known valid: ASCII, or re-encoded after a lenient decode), so
 # that a request body reaches Arrow without becoming a Python string first.
@@ -128,6 +130,13 @@ class _ColumnSink(_Sink):
     def pending(self) -> int:
         return len(self.columns[0])
 
+    def extended(self, size: int) -> None:
+        """Counts ``size`` bytes of payload just added to the columns, and writes the batch once it
+        holds ``_BATCH_ROWS`` rows or ``_BATCH_BYTES`` bytes, whichever comes first."""
+        self.size += size
+        if self.pending() >= _BATCH_ROWS or self.size >= _BATCH_BYTES:
+            self.flush()
+
     def flush(self) -> None:
         import pyarrow as pa
 
@@ -137,6 +146,7 @@ class _ColumnSink(_Sink):
             arrays += [_array(col, f.type) for col, f in zip(self.columns, list(self.schema)[1:], strict=True)]
             self._write(arrays, n)
             self.columns = [[] for _ in self.columns]
+            self.size = 0
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -472,14 +482,14 @@ class Decoder:
         index.extend(range(n))
         chunk.extend(at)
         t_ns.extend(times)
-        data.extend([e.data for e in events])
+        payloads = [e.data for e in events]
+        data.extend(payloads)
         content.extend(texts)
         reasoning.extend(thoughts)
         tools.extend(calls)
         finish.extend(finishes)
         usage.extend([None if d.usage is None else _dump(d.usage) for d in deltas])
-        if sink.pending() >= _BATCH_ROWS:
-            sink.flush()
+        sink.extended(_lengths(payloads) + _lengths(texts))
         return _token_times(at, times, texts, thoughts, calls, finishes)
 
     def _stream_rows(self, xid: str | None, s: ChatStream, chunk_ns: list[int]) -> _Tokens:
@@ -500,8 +510,7 @@ class Decoder:
         finish.extend(s.finish_reason)
         # Parsed JSON holds no bytes and no keys but strings: jsonable() would give it back unchanged.
         usage.extend([None if u is None else json.dumps(u, ensure_ascii=False) for u in s.usage])
-        if sink.pending() >= _BATCH_ROWS:
-            sink.flush()
+        sink.extended(_lengths(s.data) + _lengths(s.content))
         return _token_times(s.chunk, times, s.content, s.reasoning, s.tool_calls, s.finish_reason)
 
     def _chunk_rows(self, xid: str | None, chunks: list[bytes], chunk_ns: list[int]) -> None:
@@ -517,10 +526,10 @@ class Decoder:
         ids.extend([xid] * n)
         index.extend(range(n))
         t_ns.extend(chunk_ns[:n] if n < len(chunk_ns) else chunk_ns)
-        size.extend(map(len, chunks))
+        sizes = list(map(len, chunks))
+        size.extend(sizes)
         data.extend(chunks)
-        if sink.pending() >= _BATCH_ROWS:
-            sink.flush()
+        sink.extended(sum(sizes))
 
     def _exchange_row(
         self,
@@ -819,6 +828,11 @@ class Generations:
         if not self.ids:
             return []
         return np.lexsort((np.frombuffer(self.seq, np.int64), np.frombuffer(self.sent, np.int64))).tolist()
+
+
+def _lengths(values: Sequence[str | None]) -> int:
+    """The characters of the values given (None: none), what a batch of events holds of them."""
+    return sum(len(v) for v in values if v)
 
 
 def table_sink(out: Path, name: str, capture: str) -> _Sink:

@@ -4,6 +4,8 @@
     python -m bench.compare_scale --n 1000000           # the million pairs of issue #19
     python -m bench.compare_scale --n 10000000 --workdir /big/disk   # ten million (about 45 minutes here)
     python -m bench.compare_scale --n 10000 --n 100000 --json bench-compare.json [--workdir DIR]
+    python -m bench.compare_scale --embeddings          # embeddings answers: 1,000, 10,000 and 100,000 pairs
+    python -m bench.compare_scale --embeddings --n 1800 --dimension 4096 --inputs 8
     python -m bench.compare_scale --n 1000000 --workdir DIR --keep-cache   # then one phase again on its cache:
     INFERTAP_CACHE=DIR/n1000000/cache python -m bench.compare_scale --phase compare DIR/n1000000/a DIR/n1000000/b
 
@@ -17,6 +19,12 @@ compare's peak should stay flat as pairs grow (its DuckDB buffer is bounded, see
 answer ends as an engine's does (a finish reason, then ``[DONE]``), so that every exchange is an ok
 answer; a size whose stats or compare did not count every one it built fails (``check``): an
 empty comparison is fast, and would be timed as if it were one.
+
+``--embeddings``: runs of OpenAI ``/v1/embeddings`` answers instead (``--inputs`` vectors of
+``--dimension`` floats each, every other request asking for base64, the rest JSON floats), every
+pair's vectors differing (``check_embeddings``); timed in the cold load and compare, whose peaks are
+the ones that grow with the answers' size (a decode worker's batch of chunks, compare's vectors).
+The load's worker peak is each decode worker's own (``DescendantsPeak``), the largest of them.
 """
 
 from __future__ import annotations
@@ -26,7 +34,6 @@ import contextlib
 import io
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -34,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.peak import peak_rss_mib
+from bench.peak import DescendantsPeak, peak_rss_mib
 from infertap.capture.records import new_exchange
 from infertap.capture.writer import CaptureWriter
 
@@ -77,6 +84,74 @@ def build(path: Path, n: int, text: str) -> None:
             )
 
 
+#: Embeddings answers: each request embeds ``INPUTS`` inputs of ``DIMENSION`` floats, every other one
+#: asking for base64 (OpenAI's ``encoding_format``), the rest as JSON floats; vectors drawn from a pool.
+DIMENSION = 576
+INPUTS = 3
+_POOL = 61
+
+
+def _vector_pool(seed: int, nudge: float, dimension: int) -> list[tuple[str, str]]:
+    """``_POOL`` unit vectors (the same for every seed), each moved by ``nudge`` in a direction of
+    ``seed``'s: each as OpenAI's JSON floats and as its base64 of float32."""
+    import base64
+
+    import numpy as np
+
+    base = np.random.default_rng(0).standard_normal((_POOL, dimension))
+    moved = base + nudge * np.random.default_rng(seed).standard_normal((_POOL, dimension))
+    moved = (moved / np.linalg.norm(moved, axis=1, keepdims=True)).astype("<f4")
+    return [("[" + ",".join(f"{x:.9g}" for x in v.tolist()) + "]", base64.b64encode(v.tobytes()).decode()) for v in moved]
+
+
+def build_embeddings(path: Path, n: int, seed: int, dimension: int = DIMENSION, inputs: int = INPUTS) -> None:
+    """``n`` OpenAI ``/v1/embeddings`` exchanges of ``inputs`` inputs each; runs built with two seeds
+    answer every request with other vectors (a cosine near 0.99999, over float rounding's)."""
+    pool = _vector_pool(seed, 0.003, dimension)
+    with CaptureWriter(path, recorder={"kind": "bench"}) as w:
+        for i in range(n):
+            b64 = i % 2 == 1
+            texts = [f"passage {i} part {k}: the quick brown fox jumps over the lazy dog" for k in range(inputs)]
+            request: dict[str, object] = {"model": "m", "input": texts}
+            if b64:
+                request["encoding_format"] = "base64"
+            vectors = [pool[(i * inputs + k) % _POOL] for k in range(inputs)]
+            items = ",".join(
+                f'{{"object":"embedding","index":{k},"embedding":{json.dumps(b64s) if b64 else floats}}}'
+                for k, (floats, b64s) in enumerate(vectors)
+            )
+            tokens = 12 * inputs
+            answer = (
+                f'{{"object":"list","data":[{items}],"model":"m","usage":{{"prompt_tokens":{tokens},"total_tokens":{tokens}}}}}'
+            )
+            w.write(
+                new_exchange(
+                    id=f"{path.name}{i}",
+                    seq=i,
+                    session=None,
+                    wall=1.8e9 + i / 1000,
+                    start_ns=i * 1_000_000,
+                    sent_ns=i * 1_000_000,
+                    client=None,
+                    method="POST",
+                    path="/v1/embeddings",
+                    query="",
+                    http_version="1.1",
+                    request_headers=[["content-type", "application/json"]],
+                    request_body=json.dumps(request).encode(),
+                    status=200,
+                    response_headers=[["content-type", "application/json"]],
+                    headers_ns=1000,
+                    chunk_ns=[2000],
+                    chunks=[answer.encode()],
+                    end_ns=20000,
+                    end="complete",
+                    error=None,
+                    upstream="bench",
+                )
+            )
+
+
 def _phase(phase: str, a: str, b: str) -> dict[str, float | int | None]:
     """One phase in this (child) process: ``load`` decodes both runs into the cache, ``compare`` compares them."""
     t = time.perf_counter()
@@ -84,9 +159,9 @@ def _phase(phase: str, a: str, b: str) -> dict[str, float | int | None]:
     if phase == "load":
         from infertap.analysis import Analysis
 
-        with Analysis([a, b], workers=2):
+        with DescendantsPeak() as workers, Analysis([a, b], workers=2):
             pass
-        out["worker_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        out["worker_peak_rss_mib"] = workers.mib()
     elif phase in ("stats", "sql"):
         from infertap.cli import cli
 
@@ -104,7 +179,11 @@ def _phase(phase: str, a: str, b: str) -> dict[str, float | int | None]:
         from infertap.analysis.compare import compare
 
         r = compare(a, b, extract="number")
+        e = r["divergence"].get("embeddings") or {}
         out = {
+            "embeddings_compared": e.get("compared"),
+            "embeddings_differ": e.get("differ"),
+            "vectors": e.get("vectors"),
             "pairs": r["pairing"]["pairs"],
             "answer_changed": r["divergence"]["counts"].get("answer_changed"),
             # the pairs ok on both sides, whose times compare compared: the least over its metrics
@@ -152,8 +231,21 @@ def _in_child(phase: str, a: Path, b: Path, env: dict[str, str]) -> dict[str, fl
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(n: int, workdir: Path, keep_cache: bool = False) -> dict[str, float | int | None]:
-    folder = workdir / f"n{n}"
+def check_embeddings(n: int, inputs: int, cmp: dict[str, float | int | None]) -> None:
+    """Fails unless compare paired and compared every embeddings answer built, each pair differing
+    in every vector (``check``'s reason: an empty comparison is fast)."""
+    wanted = {"pairs": n, "embeddings_compared": n, "embeddings_differ": n, "vectors": n * inputs}
+    wrong = [f"{k} {cmp[k]}, not {v}" for k, v in wanted.items() if cmp[k] != v]
+    if wrong:
+        raise SystemExit(f"{n:,} embeddings pairs built, yet {'; '.join(wrong)}: the benchmark measured not what it built")
+
+
+def measure(
+    n: int, workdir: Path, keep_cache: bool = False, embeddings: tuple[int, int] | None = None
+) -> dict[str, float | int | None]:
+    """One size's phases; ``embeddings`` (dimension, inputs): runs of embeddings answers instead of
+    chat streams, timed in the cold load and compare (stats and sql read no vectors)."""
+    folder = workdir / (f"n{n}" if embeddings is None else f"e{n}-{embeddings[0]}x{embeddings[1]}")
     env = {**os.environ, "INFERTAP_CACHE": str(folder / "cache")}
     shutil.rmtree(folder / "cache", ignore_errors=True)  # the load is measured cold
     built = None
@@ -161,33 +253,47 @@ def measure(n: int, workdir: Path, keep_cache: bool = False) -> dict[str, float 
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         t = time.perf_counter()
-        build(folder / "a", n, "The answer is 42.")
-        build(folder / "b", n, "The answer is 41.")
+        if embeddings is None:
+            build(folder / "a", n, "The answer is 42.")
+            build(folder / "b", n, "The answer is 41.")
+        else:
+            build_embeddings(folder / "a", n, 1, *embeddings)
+            build_embeddings(folder / "b", n, 2, *embeddings)
         built = time.perf_counter() - t
         (folder / "built").write_text(str(built))
     load = _in_child("load", folder / "a", folder / "b", env)
-    stats = _in_child("stats", folder / "a", folder / "b", env)
-    sql = _in_child("sql", folder / "a", folder / "b", env)
+    if embeddings is None:
+        stats = _in_child("stats", folder / "a", folder / "b", env)
+        sql = _in_child("sql", folder / "a", folder / "b", env)
     cmp = _in_child("compare", folder / "a", folder / "b", env)
-    check(n, stats, cmp)
+    if embeddings is None:
+        check(n, stats, cmp)
+    else:
+        check_embeddings(n, embeddings[1], cmp)
     if not keep_cache:
         shutil.rmtree(folder / "cache", ignore_errors=True)
-    return {
+    out: dict[str, float | int | None] = {
         "exchanges_total": 2 * n,
         "pairs": cmp["pairs"],
-        "pairs_timed": cmp["timed"],
         "build_s": built if built is not None else float((folder / "built").read_text()),
         "load_s": load["s"],
         "load_peak_rss_mib": load["peak_rss_mib"],
         "load_worker_peak_rss_mib": load["worker_peak_rss_mib"],
-        "stats_s": stats["s"],
-        "stats_peak_rss_mib": stats["peak_rss_mib"],
-        "sql_s": sql["s"],
-        "sql_peak_rss_mib": sql["peak_rss_mib"],
         "compare_s": cmp["s"],
         "compare_peak_rss_mib": cmp["peak_rss_mib"],
-        "answer_changed": cmp["answer_changed"],
     }
+    if embeddings is None:
+        out.update(
+            pairs_timed=cmp["timed"],
+            stats_s=stats["s"],
+            stats_peak_rss_mib=stats["peak_rss_mib"],
+            sql_s=sql["s"],
+            sql_peak_rss_mib=sql["peak_rss_mib"],
+            answer_changed=cmp["answer_changed"],
+        )
+    else:
+        out.update(dimension=embeddings[0], inputs=embeddings[1], vectors=cmp["vectors"])
+    return out
 
 
 def main() -> None:
@@ -200,19 +306,37 @@ def main() -> None:
         action="store_true",
         help="keep the decoded runs (<workdir>/n<N>/cache) after the run, to time one phase again with INFERTAP_CACHE",
     )
+    parser.add_argument(
+        "--embeddings",
+        action="store_true",
+        help="runs of OpenAI /v1/embeddings answers (JSON floats and base64) instead of chat streams "
+        "(default sizes 1,000, 10,000 and 100,000 pairs)",
+    )
+    parser.add_argument("--dimension", type=int, default=DIMENSION, help="with --embeddings: floats a vector")
+    parser.add_argument("--inputs", type=int, default=INPUTS, help="with --embeddings: inputs (vectors) a request")
     parser.add_argument("--phase", choices=["load", "stats", "sql", "compare"], help=argparse.SUPPRESS)  # one phase, in a child
     parser.add_argument("captures", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.phase:
         print(json.dumps(_phase(args.phase, *args.captures)))
         return
-    sizes = args.n or [10_000, 100_000]
+    sizes = args.n or ([1_000, 10_000, 100_000] if args.embeddings else [10_000, 100_000])
+    embeddings = (args.dimension, args.inputs) if args.embeddings else None
     with contextlib.ExitStack() as stack:
         work = Path(args.workdir) if args.workdir else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         results = []
         for n in sizes:
-            r = measure(n, work, args.keep_cache)
+            r = measure(n, work, args.keep_cache, embeddings)
             results.append(r)
+            if embeddings is not None:
+                print(
+                    f"{r['pairs']:>10,} embeddings pairs ({r['inputs']} vectors of {r['dimension']} floats each side): "
+                    f"built in {r['build_s']:.1f} s; load (cold decode, 2 workers) {r['load_s']:.1f} s, "
+                    f"peak {r['load_peak_rss_mib']:,.0f} MiB (worker {r['load_worker_peak_rss_mib']:,.0f}); "
+                    f"compare {r['compare_s']:.1f} s, peak {r['compare_peak_rss_mib']:,.0f} MiB",
+                    flush=True,
+                )
+                continue
             print(
                 f"{r['pairs']:>10,} pairs: built in {r['build_s']:.1f} s; load (cold decode, 2 workers) {r['load_s']:.1f} s, "
                 f"peak {r['load_peak_rss_mib']:,.0f} MiB (worker {r['load_worker_peak_rss_mib']:,.0f}); "

@@ -366,3 +366,21 @@ def test_the_scale_benchmark_compares_every_pair_it_builds_and_fails_where_it_di
     compare_scale.check(5, stats, cmp)  # the pairs built, compared
     with pytest.raises(SystemExit, match="compare timed 0, not 5"):
         compare_scale.check(5, {**stats, "ok": 0}, {**cmp, "timed": 0})
+
+
+def test_the_embeddings_scale_benchmark_compares_every_vector_it_builds_and_fails_where_it_did_not(tmp_path, monkeypatch):
+    """bench.compare_scale --embeddings: two runs' answers (JSON floats and base64 alike) are read and
+    every pair's vectors differ; a run compared with itself differs in none, and fails the check."""
+    from bench import compare_scale
+
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    a, b = tmp_path / "a", tmp_path / "b"
+    compare_scale.build_embeddings(a, 6, 1, dimension=16, inputs=3)
+    compare_scale.build_embeddings(b, 6, 2, dimension=16, inputs=3)
+    cmp = compare_scale._phase("compare", str(a), str(b))
+    assert (cmp["pairs"], cmp["embeddings_compared"], cmp["embeddings_differ"], cmp["vectors"]) == (6, 6, 6, 18)
+    compare_scale.check_embeddings(6, 3, cmp)
+    same = compare_scale._phase("compare", str(a), str(a))
+    assert (same["embeddings_compared"], same["embeddings_differ"]) == (6, 0)
+    with pytest.raises(SystemExit, match="embeddings_differ 0, not 6"):
+        compare_scale.check_embeddings(6, 3, same)
