@@ -111,4 +111,5 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: request: requests.digest, exchanges.generation (it was in no figure and no workload identity).
 #: 86: a request body sent with a content-encoding (the Codex CLI's zstd) is read decoded: exchanges.generation,
 #: requests.digest and the request's fields (it was no JSON, so no generation request).
-DECODE_VERSION = 86
+#: 87: requests.digest of an embeddings request (a POST to apis.embeddings.ROUTES) too: the traffic's embeddings identity.
+DECODE_VERSION = 87
