@@ -47,4 +47,17 @@ def not_text(analysis: Analysis, capture: str | None = None) -> dict[str, int]:
     return {str(kind): int(n) for kind, n in rows}
 
 
-__all__ = ["apart_sql", "kind_sql", "not_text"]
+def embeddings_sent(analysis: Analysis, capture: str | None = None) -> int:
+    """The embeddings requests sent (not refused; ``apart_sql``'s), of the loaded captures or of one:
+    in no figure, their own identity the workload's ``embeddings``."""
+    where = "" if capture is None else "AND capture = ?"
+    return int(
+        analysis.query(
+            f"SELECT count(*) FROM exchanges WHERE {apart_sql('embeddings')} IS NOT NULL "
+            f"AND \"end\" IS DISTINCT FROM 'refused' {where}",
+            [] if capture is None else [capture],
+        ).rows[0][0]
+    )
+
+
+__all__ = ["apart_sql", "embeddings_sent", "kind_sql", "not_text"]

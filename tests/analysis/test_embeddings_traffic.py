@@ -158,3 +158,17 @@ def test_compare_notes_that_speed_ratios_sit_beside_other_embeddings(tmp_path, m
     printed = CliRunner().invoke(cli, ["compare", str(tmp_path / "two"), str(tmp_path / "owl")], env={"COLUMNS": "300"}).output
     assert "traffic: NOT identical" in printed and "traffic: identical" not in printed
     assert "B/A compares the same text requests, sent beside different embeddings requests" in printed
+
+
+def test_stats_says_the_embeddings_requests_it_leaves_out(tmp_path, monkeypatch):
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    _write(tmp_path / "two", [embed("a fox", 1), embed("a cat", 2, path="/api/embed")])
+    _write(tmp_path / "text", [])
+    runner = CliRunner()
+    for name, n in (("two", 2), ("text", 0)):  # must differ, must match none
+        out = runner.invoke(cli, ["stats", str(tmp_path / name), "--json"], env={"COLUMNS": "300"})
+        assert out.exit_code == 0, out.output
+        assert json.loads(out.output)["embeddings_requests"] == n
+    printed = runner.invoke(cli, ["stats", str(tmp_path / "two")], env={"COLUMNS": "300"}).output
+    assert "not in these figures: 2 embeddings requests (no text tokens to time" in printed
+    assert "not in these figures" not in runner.invoke(cli, ["stats", str(tmp_path / "text")], env={"COLUMNS": "300"}).output
