@@ -528,6 +528,9 @@ def _workload(
                 "same_media_as_source",
                 "same_media_requests_as_source",
                 "media_change",
+                "same_embeddings_as_source",
+                "same_embeddings_requests_as_source",
+                "embeddings_change",
                 "same_schedule_as_source",
                 "schedule_by",
             )
@@ -540,6 +543,11 @@ def _workload(
         "media_identity": w["media"] or None,  # theirs: the same text workload beside other media requests is other traffic
         "media_short": w["media_short"],  # as `infertap info` and compare show it: its version tag, 16 hex digits
         "media_schedule": w["media_schedule"] or None,  # their send times: a schedule is the text's and theirs
+        # The embeddings requests' own identity, as the media's: the same text beside other embedded texts is other traffic.
+        "embeddings_requests": w["embeddings_requests"],
+        "embeddings_identity": w["embeddings"] or None,
+        "embeddings_short": w["embeddings_short"],
+        "embeddings_schedule": w["embeddings_schedule"] or None,
     }
     uncounted = " and ".join(name for name in _TOKENS if value["requests"] and value[name] is None)
     advice = (
@@ -921,6 +929,11 @@ def value_text(name: str, value: Any) -> str:
         if value.get("not_text"):
             media = f"; media {value['media_short']}" if value.get("media_short") else ""
             line += f"; apart: {not_text_words(value['not_text'])} (no text tokens to time: in no figure nor the identity{media})"
+        if n := value.get("embeddings_requests"):
+            plural = "s" if n != 1 else ""
+            line += (
+                f"; apart: {n} embeddings request{plural} (in no figure nor the identity; embeddings {value['embeddings_short']})"
+            )
         if any(h != "none" for h in value.get("asked_headers") or ()):
             line += f"; headers asked: {asked_words(value['asked_headers'])}"
         return line

@@ -3,9 +3,10 @@ in bounded memory, for compare on runs of any size.
 
 Each side's requests stream from DuckDB in send order into the capture package's ``OrderedHashes``
 a batch at a time (nothing is kept per request), and the requests one side has and the other lacks
-are counted in SQL over each side's digest counts, in compare's workspace. The image, video and
-speech requests beside them (no text tokens to time, in no speed figure) are compared too, by their
-own identity (``media``) and digest counts by kind: traffic is identical only where both are.
+are counted in SQL over each side's digest counts, in compare's workspace. The image, video, speech
+and embeddings requests beside them (no text tokens to time, in no speed figure) are compared too, by
+their own identities (``media``, ``embeddings``: ``identity.APART``) and digest counts by kind: traffic
+is identical only where all are.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from infertap.capture.identity import (
+    APART,
+    APART_WORDS,
     IdentityTally,
     WorkloadIdentity,
     rechained_requests,
@@ -43,7 +46,7 @@ from .workload_identity import (
 
 def _identity(analysis: Analysis, capture: str, digests: Path) -> WorkloadIdentity:
     """``capture_identity``; each request digest's count is written to ``digests`` (Parquet), and
-    each media request digest's, by kind, beside it (``_media_file``).
+    each media and embeddings request digest's, by kind, beside it (``_media_file``).
 
     The requests are kept in a table first: the join and the count as one query hold both hash
     tables at once (a million requests then failed in 64 MB; one step each, they spill)."""
@@ -52,7 +55,8 @@ def _identity(analysis: Analysis, capture: str, digests: Path) -> WorkloadIdenti
         f"COPY (SELECT digest, count(*) AS n FROM _sent GROUP BY digest) TO {quoted(str(digests))} (FORMAT parquet)"
     )
     analysis.con.execute(
-        f"COPY (SELECT kind, digest, count(*) AS n FROM ({media_sql(capture)}) q GROUP BY kind, digest) "
+        f"COPY (SELECT kind, digest, count(*) AS n FROM ({' UNION ALL '.join(media_sql(capture, n) for n in APART)}) q "
+        "GROUP BY kind, digest) "
         f"TO {quoted(str(_media_file(digests)))} (FORMAT parquet)"
     )
     identity = capture_identity(analysis, capture, "SELECT * FROM _sent")
@@ -61,7 +65,7 @@ def _identity(analysis: Analysis, capture: str, digests: Path) -> WorkloadIdenti
 
 
 def _media_file(digests: Path) -> Path:
-    """Where a side's media request digest counts are kept, beside its text requests' ``digests``."""
+    """Where a side's media and embeddings request digest counts are kept, beside its text requests' ``digests``."""
     return digests.with_name(digests.stem + "_media.parquet")
 
 
@@ -88,9 +92,12 @@ def traffic(
     # Requests sent with a body not kept are in neither identity: equal hashes then prove nothing of them.
     unknown = {name: w.get("bodies_unknown") or 0 for name, w in (("A", wa), ("B", wb))}
     text_identical = wa["workload"] == wb["workload"] and not any(unknown.values())
-    # The image, video and speech requests are in no speed figure but are traffic all the same.
-    media = _media_differences(con, folder) if wa["media"] != wb["media"] else {}
-    identical = text_identical and wa["media"] == wb["media"]
+    # The image, video, speech and embeddings requests are in no speed figure but are traffic all the same.
+    apart_same = {name: wa[name] == wb[name] for name in APART}
+    differences = _media_differences(con, folder, [n for n, same in apart_same.items() if not same])
+    media = {kind: d for kind, d in differences.items() if kind != "embeddings"}
+    embeddings = differences.get("embeddings") or {}
+    identical = text_identical and all(apart_same.values())
     files = [quoted(str(folder / f"digests_{s}.parquet")) for s in "ab"]
     only_a, only_b, na, nb = con.execute(
         "SELECT coalesce(sum(greatest(coalesce(a.n, 0) - coalesce(b.n, 0), 0)), 0), "
@@ -111,8 +118,8 @@ def traffic(
         )
         if wa["workload"] != wb["workload"]:
             how += f": {only_a} of A's {na} generation requests are not in B, {only_b} of B's {nb} are not in A"
-    elif not only_a and not only_b:  # the text requests: their media requests, where they differ, are said after
-        how = f"the same {'text generation ' if media else ''}requests in a different order"
+    elif not only_a and not only_b:  # the text requests: their media or embeddings requests, where they differ, are said after
+        how = f"the same {'text generation ' if differences else ''}requests in a different order"
     else:
         how = f"{only_a} of A's {na} generation requests are not in B, {only_b} of B's {nb} are not in A"
     for x, y, name in ((wa, wb, "B"), (wb, wa, "A")):
@@ -122,7 +129,7 @@ def traffic(
                 # Its schedule moved them (--sessions closed, a closed loop): no transform did. Its media
                 # requests are the other's where both captures' media identities are (whatever its header knew).
                 moved = schedule_change(source, y["schedule"], y.get("schedule_by"), True)
-                what = "workload" if x["media"] == y["media"] else "text requests"
+                what = "workload" if all(apart_same.values()) else "text requests"
                 how += f"; {name} replays the other's {what} unchanged{moved}"
             else:
                 how += f"; {name} replays the other's workload with {', '.join(y.get('derived_by') or ['no transform recorded'])}"
@@ -131,11 +138,11 @@ def traffic(
             f"; the headers that change what a request asks differ: A's requests sent {asked_words(wa['asked_headers'])}, "
             f"B's {asked_words(wb['asked_headers'])}"
         )
-    if media:  # in no speed figure: image, video or speech generation
-        how += f"; {media_words(media)}"
+    if differences:  # in no speed figure: image, video or speech generation, embeddings
+        how += f"; {media_words(differences)}"
     rechained = (
         0
-        if text_identical or wa["media"] != wb["media"] or any(unknown.values())
+        if text_identical or not all(apart_same.values()) or any(unknown.values())
         else _rechained_siblings(wa, wb, a_path, b_path)
     )
     if rechained:
@@ -144,17 +151,19 @@ def traffic(
             f"target gave (both replay {wa['source'].get('short', '?')} with {', '.join(wa.get('derived_by') or [])})"
         )
     return {
-        "identical": identical,  # the text workload and the media requests both
+        "identical": identical,  # the text workload, the media and the embeddings requests all
         "text_identical": text_identical,  # the text generation requests, those the speed figures are over
         "media": media,  # by kind, where the sides' media requests differ: each side's count, and those the other lacks
+        "embeddings": embeddings,  # where the sides' embeddings requests differ: as one kind of ``media``
         "rechained_only": rechained,  # identical but for the ids each target gave the responses continued
-        # The media requests' send times too; a schedule a replay didn't keep (its requests waited for a
-        # cap) is not the one it hashes.
+        # The media and embeddings requests' send times too; a schedule a replay didn't keep (its requests
+        # waited for a cap) is not the one it hashes.
         "same_schedule": wa["schedule"] == wb["schedule"]
-        and wa["media_schedule"] == wb["media_schedule"]
+        and all(wa[f"{n}_schedule"] == wb[f"{n}_schedule"] for n in APART)
         and wa["schedule_kept"]
         and wb["schedule_kept"],
         "same_media_requests": wa["media_set"] == wb["media_set"],  # the media requests, whatever their order
+        "same_embeddings_requests": wa["embeddings_set"] == wb["embeddings_set"],  # the embeddings requests, as media
         "how": how,
         "bodies_unknown": unknown["A"] + unknown["B"],  # the sides' requests sent with a body not kept
         "only_a": only_a,
@@ -164,10 +173,14 @@ def traffic(
     }
 
 
-def _media_differences(con: Any, folder: Path) -> dict[str, dict[str, int]]:
-    """How the sides' media requests differ, by kind: each side's count (``a``, ``b``) and how many of
-    each side's the other lacks (``only_a``, ``only_b``; both 0: the same requests in another order),
-    from their digest counts in compare's workspace."""
+def _media_differences(con: Any, folder: Path, names: list[str]) -> dict[str, dict[str, int]]:
+    """How the sides' requests of the identities ``names`` (of ``APART``, those whose hashes differ) differ,
+    by kind (``image``, ..., ``embeddings``): each side's count (``a``, ``b``) and how many of each side's
+    the other lacks (``only_a``, ``only_b``; both 0: the same requests in another order), from their
+    digest counts in compare's workspace. Where none of an identity's kinds differs, their order does
+    (all its kinds are given)."""
+    if not names:
+        return {}
     files = [quoted(str(_media_file(folder / f"digests_{s}.parquet"))) for s in "ab"]
     rows = con.execute(
         "SELECT kind, coalesce(sum(a.n), 0), coalesce(sum(b.n), 0), "
@@ -176,21 +189,31 @@ def _media_differences(con: Any, folder: Path) -> dict[str, dict[str, int]]:
         f"FULL JOIN read_parquet({files[1]}, hive_partitioning = false) b USING (kind, digest) GROUP BY kind ORDER BY kind"
     ).fetchall()
     out = {str(kind): {"a": int(na), "b": int(nb), "only_a": int(oa), "only_b": int(ob)} for kind, na, nb, oa, ob in rows}
-    # A kind whose requests are alike on both sides is the same; where none differs, their order does (every kind's).
-    return {kind: d for kind, d in out.items() if d["only_a"] or d["only_b"]} or out
+    found: dict[str, dict[str, int]] = {}
+    for name in names:
+        kinds = {k: d for k, d in out.items() if (k == "embeddings") == (name == "embeddings")}
+        # A kind whose requests are alike on both sides is the same; where none differs, their order does.
+        found |= {kind: d for kind, d in kinds.items() if d["only_a"] or d["only_b"]} or kinds
+    return found
 
 
 def media_words(media: dict[str, dict[str, int]]) -> str:
     """``_media_differences`` in words: ``the image generation requests differ: A's 2, B's 2, 1 of A's
-    not in B, 1 of B's not in A``."""
-    if not any(d["only_a"] or d["only_b"] for d in media.values()):
-        kinds = " and ".join(f"{d['a']} {kind}" for kind, d in media.items())
-        return f"the image, video and speech generation requests are the same ({kinds}) sent in another order"
-    return "; ".join(
-        f"the {kind} generation requests differ: A's {d['a'] or 'none'}, B's {d['b'] or 'none'}, "
-        f"{d['only_a']} of A's not in B, {d['only_b']} of B's not in A"
-        for kind, d in media.items()
-    )
+    not in B, 1 of B's not in A``; ``the embeddings requests differ: ...``."""
+    said = []
+    for name in APART:
+        kinds = {k: d for k, d in media.items() if (k == "embeddings") == (name == "embeddings")}
+        if kinds and not any(d["only_a"] or d["only_b"] for d in kinds.values()):
+            counted = " and ".join(f"{d['a']} {kind}" for kind, d in kinds.items())
+            what = "image, video and speech generation requests" if name == "media" else APART_WORDS[name]
+            said.append(f"the {what} are the same ({counted}) sent in another order")
+        else:
+            said += [
+                f"the {kind}{' generation' if kind != 'embeddings' else ''} requests differ: A's {d['a'] or 'none'}, "
+                f"B's {d['b'] or 'none'}, {d['only_a']} of A's not in B, {d['only_b']} of B's not in A"
+                for kind, d in kinds.items()
+            ]
+    return "; ".join(said)
 
 
 def _rechained_siblings(wa: dict[str, Any], wb: dict[str, Any], a_path: Any, b_path: Any) -> int:
@@ -225,22 +248,19 @@ def traffic_line(t: dict[str, Any]) -> str:
         not_kept = [f"{name.upper()}'s {why}" for name in "ab" if (why := schedule_not_kept(t[name])) is not None]
         schedule = "same schedule" if t["same_schedule"] else "a different schedule (send times)"
         if t["identical"]:
-            # The media requests are in no speed figure: named, so "identical" is seen to cover them.
+            # The media and embeddings requests are in no speed figure: named, so "identical" is seen to cover them.
             beside = [f"the same {not_text_words(t['a']['not_text'])} beside them"] if t["a"].get("media_requests") else []
+            if n := t["a"].get("embeddings_requests"):
+                beside.append(f"the same {n} embeddings request{'s' if n != 1 else ''} beside them")
             return f"traffic: identical ({ids}; {'; '.join([schedule, *not_kept, *beside])})"
         return f"traffic: the same workload ({ids}): {t['how']}; {'; '.join([schedule, *not_kept])}"
     if t.get("bodies_unknown"):
         return f"traffic: NOT known to be identical ({ids}): {t['how']}; speed ratios below may compare different workloads"
-    if t.get("text_identical") and t.get("same_media_requests"):
-        return (
-            f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare the same text workload, "
-            "beside the same image, video or speech requests sent in another order"
-        )
     if t.get("text_identical"):  # the speed figures are over the text requests alone
-        return (
-            f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare the same text workload, "
-            "beside different image, video or speech requests"
-        )
+        differ = [w for n, w in APART_WORDS.items() if t["a"][n] != t["b"][n]]
+        reordered = all(t.get(f"same_{n}_requests", True) for n in APART)
+        words = f"the same {' and '.join(differ)} sent in another order" if reordered else f"different {' or '.join(differ)}"
+        return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare the same text workload, beside {words}"
     if not t["only_a"] and not t["only_b"]:  # one multiset of requests, sent in another order
         return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare the same requests sent in another order"
     return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare different workloads"

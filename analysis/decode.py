@@ -36,7 +36,7 @@ from infertap.apis import (
 )
 from infertap.apis.chat_request import ChatRequests
 from infertap.apis.chat_stream import ChatStream, read_chat_stream
-from infertap.capture.identity import asked_headers, exchange_digest, is_media
+from infertap.capture.identity import apart_kind, asked_headers, exchange_digest
 from infertap.capture.jsonable import jsonable
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import apart, delivered, recorded_session, request_body_unknown
@@ -422,8 +422,8 @@ class Decoder:
         sent_wall_ns = wall_ns + rec.get("sent_ns", 0)
         body = rec.get("request_body") or b""
         asked = asked_headers(rec.get("request_headers")) if request.generation else []
-        # The media requests' too (an image's, no text to time): the traffic's media identity hashes them.
-        digest = exchange_digest(rec) if request.generation or (is_media(rec) and not request_body_unknown(rec)) else None
+        # The media and embeddings requests' too (no text to time): the traffic's media and embeddings identities hash them.
+        digest = exchange_digest(rec) if request.generation or (apart_kind(rec) and not request_body_unknown(rec)) else None
         self._request_row(xid, request, body, digest, _dump([list(h) for h in asked]) if asked else None)
         # The usual streamed chat answer in one pass (read_chat_stream), anything else through its adapter.
         stream = read_chat_stream(rec) if chunks else None

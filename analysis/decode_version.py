@@ -116,4 +116,5 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 88: OpenAI's ``/v1/responses/compact`` (the Codex CLI's compaction) is a generation request read as a
 #: Responses answer (its usage, its compaction item); the user messages it restates are not its text.
 #: 89: requests.digest holds Bedrock's guardrail and trace headers (identity.ASKED_HEADERS) where sent.
-DECODE_VERSION = 89
+#: 90: requests.digest of an embeddings request (a POST to apis.embeddings.ROUTES) too: the traffic's embeddings identity.
+DECODE_VERSION = 90

@@ -33,11 +33,13 @@ def apart_line(apart: dict[str, int], of: str = "group") -> str | None:
     return f"in no {of} above (no request of their {key} was counted): {said}" if said else None
 
 
-def not_text_line(counts: dict[str, int]) -> str | None:
-    """What ``stats`` says of ``media.not_text``'s requests; None where there are none."""
-    if not counts:
+def not_text_line(counts: dict[str, int], embeddings: int = 0) -> str | None:
+    """What ``stats`` says of ``media.not_text``'s requests and the ``embeddings`` requests sent; None where there are none."""
+    said = [not_text_words(counts)] if counts else []
+    said += [f"{embeddings} embeddings request{'s' if embeddings != 1 else ''}"] if embeddings else []
+    if not said:
         return None
-    return f"not in these figures: {not_text_words(counts)} (no text tokens to time: not counted as generation requests)"
+    return f"not in these figures: {', '.join(said)} (no text tokens to time: not counted as generation requests)"
 
 
 def not_text_words(counts: dict[str, int]) -> str:

@@ -6,6 +6,7 @@ card name them rather than leave them out silently. Their own identity is the wo
 
 from __future__ import annotations
 
+from infertap.apis.embeddings import ROUTES as EMBEDDINGS_ROUTES
 from infertap.apis.media import MEDIA_ROUTES
 
 from .store import Analysis
@@ -23,6 +24,16 @@ def kind_sql(path: str = "path", method: str = "method") -> str:
     )
 
 
+def apart_sql(name: str, path: str = "path", method: str = "method") -> str:
+    """The kind of a request the identity ``name`` hashes (``identity.APART``), as SQL: ``kind_sql``'s for
+    ``media``; ``'embeddings'`` for ``embeddings`` (a POST to a route of ``apis.embeddings.ROUTES``), else NULL."""
+    if name == "media":
+        return kind_sql(path, method)
+    route = f"rtrim(split_part({path}, '?', 1), '/')"
+    ends = " OR ".join(f"ends_with({route}, '{suffix}')" for suffix in EMBEDDINGS_ROUTES)
+    return f"CASE WHEN upper({method}) = 'POST' AND ({ends}) THEN 'embeddings' END"
+
+
 def not_text(analysis: Analysis, capture: str | None = None) -> dict[str, int]:
     """The requests sent (not refused) to a route of ``MEDIA_ROUTES``, by kind (``{"image": 2}``), of
     the loaded captures or of one (its ``capture`` column value)."""
@@ -36,4 +47,17 @@ def not_text(analysis: Analysis, capture: str | None = None) -> dict[str, int]:
     return {str(kind): int(n) for kind, n in rows}
 
 
-__all__ = ["kind_sql", "not_text"]
+def embeddings_sent(analysis: Analysis, capture: str | None = None) -> int:
+    """The embeddings requests sent (not refused; ``apart_sql``'s), of the loaded captures or of one:
+    in no figure, their own identity the workload's ``embeddings``."""
+    where = "" if capture is None else "AND capture = ?"
+    return int(
+        analysis.query(
+            f"SELECT count(*) FROM exchanges WHERE {apart_sql('embeddings')} IS NOT NULL "
+            f"AND \"end\" IS DISTINCT FROM 'refused' {where}",
+            [] if capture is None else [capture],
+        ).rows[0][0]
+    )
+
+
+__all__ = ["apart_sql", "embeddings_sent", "kind_sql", "not_text"]

@@ -23,11 +23,14 @@ def _same(field: str, value: Any, text: str) -> str:
     """What must be equal for a field to read the same on two runs: a workload, its two identities,
     whether its schedule was kept (a replay's text also names its source; a replay capped by
     --max-concurrency hashes the schedule it was given, not the one it kept) and the image, video
-    and speech requests beside it, their counts and their own identity (in no figure, but traffic)."""
+    and speech requests beside it, their counts and their own identity (in no figure, but traffic), and
+    the embeddings requests' identity likewise."""
     if field == "workload" and value is not None:
         if value.get("bodies_unknown"):  # requests in no identity: equal hashes don't make it the same
             return f"unknown {id(value)}"
-        media = f"{sorted((value.get('not_text') or {}).items())} {value.get('media_identity')}"
+        media = (
+            f"{sorted((value.get('not_text') or {}).items())} {value.get('media_identity')} {value.get('embeddings_identity')}"
+        )
         return f"{value['identity']} {value['schedule_identity']} {value.get('schedule_not_kept')} {media}"
     return text
 

@@ -21,7 +21,7 @@ from .energy import Telemetry
 from .errors import AnalysisError
 from .groupings import GROUPINGS
 from .machines import hostname
-from .media import not_text
+from .media import embeddings_sent, not_text
 from .partly_counted import partly_counted
 from .sampled import sampled
 from .server_figures import SELECT as SERVER_SELECT
@@ -158,6 +158,7 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
     captures = capture_info(analysis)
     return {
         "not_text": not_text(analysis),
+        "embeddings_requests": embeddings_sent(analysis),  # in no figure either: their identity is the workload's embeddings
         "by": list(by),
         "captures": captures,
         "engines": engines(analysis),

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from infertap.capture.identity import (
-    MediaHashes,
+    APART,
+    Apart,
     OrderedHashes,
     RequestSet,
     WorkloadIdentity,
@@ -27,7 +28,7 @@ from infertap.capture.identity import (
 )
 from infertap.capture.segments import segment_paths
 
-from .media import kind_sql
+from .media import apart_sql
 from .store import Analysis
 
 _ROWS = 65_536  # requests read from DuckDB at a time
@@ -114,10 +115,11 @@ def sent_sql(capture: str) -> str:
     )
 
 
-def media_sql(capture: str) -> str:
-    """The image, video and speech generation requests of one loaded capture sent (not refused) with
-    a body kept (one not kept has no digest: counted in ``bodies_unknown``), as ``kind, digest, t``."""
-    kind = kind_sql("x.path", "x.method")
+def media_sql(capture: str, name: str = "media") -> str:
+    """The requests of one loaded capture that ``APART``'s ``name`` hashes (``media``: image, video and
+    speech generation; ``embeddings``) sent (not refused) with a body kept (one not kept has no digest:
+    counted in ``bodies_unknown``), as ``kind, digest, t``."""
+    kind = apart_sql(name, "x.path", "x.method")
     return (
         f"SELECT {kind} AS kind, r.digest AS digest, {_T} AS t FROM exchanges x JOIN requests r USING (capture, exchange_id) "
         f"{_RUNS} WHERE x.capture = {quoted(capture)} AND x.generation IS NOT TRUE AND x.\"end\" IS DISTINCT FROM 'refused' "
@@ -125,18 +127,17 @@ def media_sql(capture: str) -> str:
     )
 
 
-def media_identity(analysis: Analysis, media: str, sent: str) -> dict[str, Any]:
-    """``media``, ``media_requests``, ``media_schedule`` and ``media_set`` of ``media``'s rows
-    (``media_sql``), hashed in send order as the capture package's tally does, a batch at a time,
-    their send times from the first request of either kind (``sent``'s rows, ``SENT_COLUMNS``, or theirs)."""
-    hashes = MediaHashes()
+def media_identity(analysis: Analysis, media: str, sent: str, name: str = "media") -> dict[str, Any]:
+    """``NAME``, ``NAME_requests``, ``NAME_schedule`` and ``NAME_set`` of ``media``'s rows (``media_sql``
+    of ``APART``'s ``name``), hashed in send order as the capture package's tally does, a batch at a
+    time, their send times from the first request of the text or theirs (``sent``'s rows, ``SENT_COLUMNS``, or theirs)."""
+    hashes = Apart(name)
     first = f"(SELECT min(t) FROM (SELECT t FROM ({sent}) s UNION ALL SELECT t FROM ({media}) m) f)"
     result = analysis.con.execute(f"SELECT digest, CAST(q.t - {first} AS BIGINT) FROM ({media}) q ORDER BY q.t, q.digest")
     while rows := result.fetchmany(_ROWS):
         hashes.add([bytes(digest) for digest, _ in rows], [int(offset) for _, offset in rows])
     ordered = analysis.con.execute(f"SELECT digest FROM ({media}) q ORDER BY q.digest")
-    media_set = MediaHashes.set_of(bytes(digest) for batch in iter(lambda: ordered.fetchmany(_ROWS), []) for (digest,) in batch)
-    return hashes.identity() | {"media_set": media_set}
+    return hashes.identity() | hashes.set_of(bytes(d) for batch in iter(lambda: ordered.fetchmany(_ROWS), []) for (d,) in batch)
 
 
 def quoted(text: str) -> str:
@@ -155,9 +156,8 @@ def capture_identity(analysis: Analysis, capture: str, sent: str | None = None) 
         [capture],
     ).rows[0]
     identity = identity or OrderedHashes().identity(0, 0)
-    identity = replace(
-        identity, exchanges=int(exchanges), bodies_unknown=int(unknown), **media_identity(analysis, media_sql(capture), sent)
-    )
+    apart = {k: v for name in APART for k, v in media_identity(analysis, media_sql(capture, name), sent, name).items()}
+    identity = replace(identity, exchanges=int(exchanges), bodies_unknown=int(unknown), **apart)
     return with_capped(analysis, capture, replace(identity, request_set=request_set(analysis, sent)))
 
 

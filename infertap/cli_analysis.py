@@ -139,7 +139,7 @@ def _print_stats(result: dict[str, Any]) -> None:
 
     console = Console(width=None if sys.stdout.isatty() else 200)
     _print_engines(result["engines"])
-    if said := not_text_line(result.get("not_text") or {}):
+    if said := not_text_line(result.get("not_text") or {}, result.get("embeddings_requests") or 0):
         _out(said)
     if not result["groups"]:
         _out(no_group_line(result["in_no_group"]))

@@ -174,7 +174,11 @@ def print_comparison(r: dict[str, Any]) -> None:
         _say(console, line, "yellow" if warn else None)
     if r["speed"] and r["speed"][0].get("same_workload") is False:
         if r["speed"][0].get("same_text_workload"):  # the figures' requests are the same; what ran beside them is not
-            what = "the same text requests, sent beside different image, video or speech requests (see traffic above)"
+            from infertap.capture.identity import APART_WORDS
+
+            t = r["traffic"]
+            other = " or ".join(w for n, w in APART_WORDS.items() if t["a"][n] != t["b"][n]) or "other requests"
+            what = f"the same text requests, sent beside different {other} (see traffic above)"
             _say(console, f"B/A compares {what}: the engine's load was not the same", "yellow")
         elif not r["traffic"]["only_a"] and not r["traffic"]["only_b"]:
             what = "the same requests sent in another order (see traffic above): its schedule's doing as much as the engine's"

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import struct
 import zlib
 from pathlib import Path
@@ -119,6 +120,19 @@ def enrich_with_a_dead_engine(capture: Path) -> None:
             enricher.submit(record)
         enricher.close()
     assert enricher.engine is None and enricher.enriched == len(exchanges), enricher.__dict__
+
+
+def embeddings_request(
+    text: str, at: float, *, model: str = "e5-small", dimensions: int = 4, path: str = "/v1/embeddings"
+) -> dict:
+    """An exchange for ``write_capture``: what embeddings.create(model=..., input=[text], dimensions=...) sends, at ``at`` s, and its answer."""
+    answer = {"object": "list", "data": [{"object": "embedding", "index": 0, "embedding": [0.5] * dimensions}]}
+    return {
+        "path": path,
+        "body": {"model": model, "input": [text], "dimensions": dimensions},
+        "chunks": [json.dumps(answer).encode()],
+        "offset_s": at,
+    }
 
 
 def image_request(prompt: str, at: float) -> dict[str, Any]:

@@ -25,6 +25,11 @@ infertap refused itself (the engine never saw them). Two hashes identify it:
   text requests': the same images asked in another order are the same media requests.
 - ``media_schedule``: sha256 over the media requests' send times relative to the first request of
   either kind, as ``schedule``'s: the same schedule is the same text and media send times.
+- ``embeddings``, ``embeddings_set``, ``embeddings_schedule``: the same three over the embeddings
+  requests (a POST to an embeddings route, ``infertap.apis.embeddings.ROUTES``: the texts embedded,
+  the model, ``dimensions``, ``encoding_format``), their times from the first text or embeddings
+  request: in no speed figure either, traffic all the same (``""``: none sent). Media and embeddings
+  are each hashed as ``Apart`` does (``APART``).
 
 Each is shown after its version tag (``wl1:`` and 16 hex digits), which says the rule that hashed
 it: ``wl2`` where any generation request hashed sent an asked header (an older infertap hashed the
@@ -191,6 +196,10 @@ class WorkloadIdentity:
     media_requests: int = 0  # image, video and speech generation requests hashed in ``media``
     media_set: str = ""  # hex sha256 of the media requests' digests sorted ("": none sent, or not computed)
     media_schedule: str = ""  # hex sha256 of their send times from the first request of either kind ("": as media_set)
+    embeddings: str = ""  # hex sha256 of the embeddings requests' digests in send order ("": none sent, or not computed)
+    embeddings_requests: int = 0  # embeddings requests hashed in ``embeddings``
+    embeddings_set: str = ""  # hex sha256 of their digests sorted ("": as embeddings)
+    embeddings_schedule: str = ""  # hex sha256 of their send times from the first text or embeddings request
 
     @property
     def schedule_kept(self) -> bool:
@@ -211,6 +220,11 @@ class WorkloadIdentity:
         """The version tag and the media hash's first 16 hex digits; None where no media request was sent."""
         return f"{self.version}:{self.media[:16]}" if self.media else None
 
+    @property
+    def embeddings_short(self) -> str | None:
+        """The version tag and the embeddings hash's first 16 hex digits; None where no embeddings request was sent."""
+        return f"{self.version}:{self.embeddings[:16]}" if self.embeddings else None
+
     def as_dict(self) -> dict[str, Any]:
         return {
             **asdict(self),
@@ -218,6 +232,7 @@ class WorkloadIdentity:
             "schedule_short": self.schedule_short,
             "schedule_kept": self.schedule_kept,
             "media_short": self.media_short,
+            "embeddings_short": self.embeddings_short,
         }
 
 
@@ -267,13 +282,34 @@ def is_media(record: dict[str, Any]) -> bool:
     return media_kind(record.get("path"), record.get("method")) is not None
 
 
-class MediaHashes:
-    """``media`` and ``media_schedule``: the media requests' digests and send times given in send
-    order, a batch at a time, each time (ns) from the first request sent of either kind."""
+def is_embeddings_request(record: dict[str, Any]) -> bool:
+    """Whether an exchange asks for embeddings: a POST to an embeddings route (``infertap.apis.embeddings.ROUTES``)."""
+    from infertap.apis.embeddings import is_embeddings
 
-    def __init__(self) -> None:
-        self._hash = hashlib.sha256(VERSION.encode() + b" media\n")
-        self._schedule = hashlib.sha256(VERSION.encode() + b" media schedule\n")
+    return (record.get("method") or "").upper() == "POST" and is_embeddings(record.get("path"))
+
+
+#: The requests apart from the text workload that have an identity of their own, by the name of
+#: its fields (``media``, ``media_requests``, ``media_set``, ``media_schedule``; ``embeddings``...).
+APART = ("media", "embeddings")
+
+
+def apart_kind(record: dict[str, Any]) -> str | None:
+    """Which identity of ``APART`` hashes an exchange that is no generation request, else None."""
+    if is_media(record):
+        return "media"
+    return "embeddings" if is_embeddings_request(record) else None
+
+
+class Apart:
+    """One identity of requests beside the text workload (``APART``: ``media``, ``embeddings``): their
+    digests and send times given in send order, a batch at a time, each time (ns) from the first
+    request sent of the text workload or of theirs. Each hash is seeded with the identity's name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._hash = hashlib.sha256(VERSION.encode() + f" {name}\n".encode())
+        self._schedule = hashlib.sha256(VERSION.encode() + f" {name} schedule\n".encode())
         self.requests = 0
 
     def add(self, digests: list[bytes], offsets: list[int]) -> None:
@@ -287,19 +323,18 @@ class MediaHashes:
         return self._hash.hexdigest() if self.requests else ""
 
     def identity(self) -> dict[str, Any]:
-        """``media``, ``media_requests`` and ``media_schedule`` (``""`` where none was added)."""
+        """``NAME``, ``NAME_requests`` and ``NAME_schedule`` (``""`` where none was added)."""
         schedule = self._schedule.hexdigest() if self.requests else ""
-        return {"media": self.hexdigest(), "media_requests": self.requests, "media_schedule": schedule}
+        return {self.name: self.hexdigest(), f"{self.name}_requests": self.requests, f"{self.name}_schedule": schedule}
 
-    @staticmethod
-    def set_of(digests: Iterable[bytes]) -> str:
-        """``media_set`` of the media request digests given sorted (``""``: none)."""
-        hashed = hashlib.sha256(VERSION.encode() + b" media set\n")
+    def set_of(self, digests: Iterable[bytes]) -> dict[str, str]:
+        """``NAME_set`` of the request digests given sorted (``""``: none)."""
+        hashed = hashlib.sha256(VERSION.encode() + f" {self.name} set\n".encode())
         n = 0
         for digest in digests:
             hashed.update(digest)
             n += 1
-        return hashed.hexdigest() if n else ""
+        return {f"{self.name}_set": hashed.hexdigest() if n else ""}
 
 
 # A request's place in send order as bytes that sort as (time, digest) do: the time offset into a
@@ -322,7 +357,7 @@ class IdentityTally:
         self._capped = 0
         self._behind_ns = 0
         self._bodies_unknown = 0
-        self._media: list[bytes] = []  # (send time, digest) of each media request, packed as ``_keys``
+        self._apart: dict[str, list[bytes]] = {name: [] for name in APART}  # (send time, digest) of each, packed as ``_keys``
         self._asked = False  # whether a generation request sent an asked header (the identity's version)
 
     def add(self, record: dict[str, Any], generation: bool | None = None, digest: bytes | None = None) -> None:
@@ -343,8 +378,8 @@ class IdentityTally:
                 digest = exchange_digest(record, asked) if digest is None else digest
                 self.add_sent(digest, sent_time(self._anchor, record), size, "rechained_from" in record, bool(asked))
                 self._count_capped(record)
-            elif is_media(record):  # no text to time, but traffic: in the media identity
-                self._media.append(_packed(sent_time(self._anchor, record), exchange_digest(record)))
+            elif kind := apart_kind(record):  # no text to time, but traffic: in the media or embeddings identity
+                self._apart[kind].append(_packed(sent_time(self._anchor, record), exchange_digest(record)))
 
     def _count_capped(self, record: dict[str, Any]) -> None:
         """A replayed request that waited for a --max-concurrency slot: how far behind its schedule it left."""
@@ -391,24 +426,23 @@ class IdentityTally:
             behind_max_ms=self._behind_ns / 1e6,
             request_set=unordered.hexdigest(),
             bodies_unknown=self._bodies_unknown,
-            **self._media_identity(),
+            **{k: v for name in APART for k, v in self._apart_identity(name).items()},
         )
 
-    def _media_identity(self) -> dict[str, Any]:
-        """``media``, ``media_requests``, ``media_set`` and ``media_schedule`` of the media requests
-        added, in (time, digest) order, their times from the first request sent of either kind."""
-        ordered = sorted(self._media)
+    def _apart_identity(self, name: str) -> dict[str, Any]:
+        """``NAME``, ``NAME_requests``, ``NAME_set`` and ``NAME_schedule`` of the requests of ``APART``'s
+        ``name`` added, in (time, digest) order, their times from the first request sent of the text or theirs."""
+        ordered = sorted(self._apart[name])
         times = [int.from_bytes(k[:_TIME_BYTES], "big") - _TIME_BIAS for k in ordered]
         text = [int.from_bytes(self._keys[0][:_TIME_BYTES], "big") - _TIME_BIAS] if self._keys else []
         first = min(times[:1] + text + [t for t, _ in self._odd]) if times else 0
-        media = MediaHashes()
-        media.add([k[-_DIGEST_BYTES:] for k in ordered], [t - first for t in times])
-        unordered = MediaHashes.set_of(sorted(k[-_DIGEST_BYTES:] for k in ordered))
-        return media.identity() | {"media_set": unordered}
+        hashes = Apart(name)
+        hashes.add([k[-_DIGEST_BYTES:] for k in ordered], [t - first for t in times])
+        return hashes.identity() | hashes.set_of(sorted(k[-_DIGEST_BYTES:] for k in ordered))
 
 
 def _packed(t_ns: int, digest: bytes) -> bytes:
-    """A media request's place in send order, sorting as (time, digest); a time outside the packed
+    """A media or embeddings request's place in send order, sorting as (time, digest); a time outside the packed
     range (none a clock gives) clamped to its end."""
     return max(0, min(t_ns + _TIME_BIAS, (1 << (8 * _TIME_BYTES)) - 1)).to_bytes(_TIME_BYTES, "big") + digest
 
@@ -573,53 +607,87 @@ def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]
         # Requests of the source it left out, their body not kept (``not_kept``): hashed in neither
         # identity, so equal hashes do not make it the source's workload.
         left_out = any(r.get("not_kept") for r in replays)
-        # Its image, video and speech requests are traffic too: the same as the source's only where both
-        # media identities say so (a source hashed by an older infertap has none: not known).
-        media = None if not source or "media" not in source else source["media"] == out["media"]
-        # The same media requests in another order: an older header has no ``media_set``, its ordered hash says.
-        media_set = media if not source or "media_set" not in source else source["media_set"] == out["media_set"]
+        # Its image, video, speech and embeddings requests are traffic too: the same as the source's only where
+        # both identities say so (a source hashed by an older infertap has none: not known).
+        apart = {name: _apart_as_source(source, identity, name) for name in APART}
         text = None if not source else source.get("workload") == out["workload"] and not left_out
         # The same requests sent in another order (a closed loop): the derivation can't name it, the set can.
         text_set = None if not source or not source.get("request_set") else source["request_set"] == out["request_set"]
         text_set = text_set and not left_out
         out["same_text_as_source"] = text
         out["same_text_requests_as_source"] = text_set
-        out["same_media_as_source"] = media
-        out["same_media_requests_as_source"] = media_set
-        out["same_as_source"] = text and media  # None: the text the same, the media not known to be
-        out["same_requests_as_source"] = text_set and media_set
-        out["media_change"] = None if not source or media_set else media_change(source, identity, media_set)
-        moved = None if not source else media_moved(source, identity)
+        for name, (same, same_set, _) in apart.items():
+            out[f"same_{name}_as_source"] = same
+            out[f"same_{name}_requests_as_source"] = same_set
+            out[f"{name}_change"] = None if not source or same_set else apart_change(source, identity, name, same_set)
+        # None: the text the same, the media or embeddings not known to be
+        out["same_as_source"] = _all([text, *(same for same, _, _ in apart.values())])
+        out["same_requests_as_source"] = _all([text_set, *(same_set for _, same_set, _ in apart.values())])
+        moved = None if not source else _any([m for _, _, m in apart.values()])
         out["same_schedule_as_source"] = (
             None
             if not source
             else source.get("schedule") == out["schedule"] and identity.schedule_kept and (None if moved is None else not moved)
         )
         out["capped_at"] = (replay.get("schedule") or {}).get("max_concurrency")
-        if source and several is None and (source.get("schedule") != out["schedule"] or (moved and media_set)):
+        moved_same = _any([m and same_set for _, same_set, m in apart.values()])  # the same requests, moved
+        if source and several is None and (source.get("schedule") != out["schedule"] or moved_same):
             # Where an option gave the replay its own schedule: said beside the source (schedule_change).
             if (words := schedule_words(replay)) != "original timing":
                 out["schedule_by"] = words
     return out
 
 
-def media_moved(source: dict[str, Any], identity: WorkloadIdentity) -> bool | None:
-    """Whether a replay's media requests were sent on another schedule than its source's (their times
-    from the first request of either kind); None where not known (an older header has no ``media_schedule``
-    and either side sent media), False where neither sent any."""
-    if "media_schedule" in source:
-        return source["media_schedule"] != identity.media_schedule
-    return None if identity.media_requests or source.get("media_requests") else False
+def _all(values: list[bool | None]) -> bool | None:
+    """``and`` of values that may be unknown (None), as Python's ``and`` reads them in order."""
+    out: bool | None = True
+    for v in values:
+        out = out and v
+    return out
 
 
-def media_change(source: dict[str, Any], identity: WorkloadIdentity, same: bool | None) -> str:
-    """How a replay's image, video and speech requests are not (or not known to be) its source's, in words."""
+def _any(values: list[bool | None]) -> bool | None:
+    """True where any is, else None where any is unknown, else False."""
+    return True if any(values) else None if any(v is None for v in values) else False
+
+
+def _apart_as_source(source: dict[str, Any] | None, identity: WorkloadIdentity, name: str) -> tuple[Any, Any, Any]:
+    """Whether a replay's requests of ``APART``'s ``name`` are its source's: in the same order, whatever
+    the order (``NAME_set``: an older header has none, its ordered hash says) and sent on another schedule
+    (``apart_moved``); None where not known (a source hashed by an older infertap has no ``NAME``)."""
+    if not source:
+        return None, None, None
+    if name not in source:
+        # A header from before the embeddings identity: none sent here and none known of the source reads as before.
+        known = name == "embeddings" and not getattr(identity, f"{name}_requests")
+        return (True, True, False) if known else (None, None, apart_moved(source, identity, name))
+    same = source[name] == getattr(identity, name)
+    same_set = source[f"{name}_set"] == getattr(identity, f"{name}_set") if f"{name}_set" in source else same
+    return same, same_set, apart_moved(source, identity, name)
+
+
+def apart_moved(source: dict[str, Any], identity: WorkloadIdentity, name: str = "media") -> bool | None:
+    """Whether a replay's requests of ``APART``'s ``name`` were sent on another schedule than its
+    source's; None where not known (an older header has no ``NAME_schedule`` and either side sent
+    some), False where neither sent any."""
+    if f"{name}_schedule" in source:
+        return source[f"{name}_schedule"] != getattr(identity, f"{name}_schedule")
+    return None if getattr(identity, f"{name}_requests") or source.get(f"{name}_requests") else False
+
+
+#: What each identity of ``APART`` hashes, in words.
+APART_WORDS = {"media": "image, video or speech requests", "embeddings": "embeddings requests"}
+
+
+def apart_change(source: dict[str, Any], identity: WorkloadIdentity, name: str, same: bool | None) -> str:
+    """How a replay's requests of ``APART``'s ``name`` are not (or not known to be) its source's, in words."""
+    what = APART_WORDS[name]
     if same is None:
-        return "its image, video or speech requests not known to be the source's (an older infertap recorded its identity without them)"
-    mine, theirs = identity.media_requests, source.get("media_requests") or 0
+        return f"its {what} not known to be the source's (an older infertap recorded its identity without them)"
+    mine, theirs = getattr(identity, f"{name}_requests"), source.get(f"{name}_requests") or 0
     return (
-        f"other image, video or speech requests ({mine} against the source's {theirs}; "
-        f"media {identity.media_short or 'none'}, the source's {source.get('media_short') or 'none'})"
+        f"other {what} ({mine} against the source's {theirs}; "
+        f"{name} {getattr(identity, f'{name}_short') or 'none'}, the source's {source.get(f'{name}_short') or 'none'})"
     )
 
 
@@ -633,12 +701,12 @@ def relation_to_source(workload: dict[str, Any], schedule: str, named: str, orig
     derived = workload.get("derived_by") or []
     if workload.get("same_text_as_source") or (workload.get("same_text_requests_as_source") and not derived):
         # the same text requests: in the same order, or in a closed loop's
-        # the media requests' times count where they are the source's requests (else they moved by being others)
-        media_times = workload.get("media_schedule") if workload.get("same_media_requests_as_source") else None
-        moved = schedule_change(source, schedule, workload.get("schedule_by"), True, media_times)
+        # the media or embeddings requests' times count where they are the source's requests (else they moved by being others)
+        apart_times = {n: workload.get(f"{n}_schedule") for n in APART if workload.get(f"same_{n}_requests_as_source")}
+        moved = schedule_change(source, schedule, workload.get("schedule_by"), True, apart_times)
         if workload.get("same_as_source"):
             return f"identical to {named}" if workload.get("same_schedule_as_source") else f"the same requests as {named}{moved}"
-        if workload.get("same_requests_as_source"):  # text or media requests (or both) in another order
+        if workload.get("same_requests_as_source"):  # text, media or embeddings requests in another order
             return f"the same requests as {named}, sent in another order{moved}"
         order = "" if workload.get("same_text_as_source") else ", sent in another order"
         text = f"the same text requests as {named}{order}{moved}"
@@ -646,18 +714,26 @@ def relation_to_source(workload: dict[str, Any], schedule: str, named: str, orig
         moved = schedule_change(source, schedule, workload.get("schedule_by"), False)
         changes = ", ".join(derived) or "no transform recorded (the target's answers changed a request)"
         return f"derived from {origin or named} by {changes}{moved}"
-    return f"{text}, but {workload.get('media_change')}" + (f" (by {', '.join(derived)})" if derived else "")
+    changes = " and ".join(c for n in APART if (c := workload.get(f"{n}_change")))
+    return f"{text}, but {changes}" + (f" (by {', '.join(derived)})" if derived else "")
 
 
 def schedule_change(
-    source: dict[str, Any], schedule: str, schedule_by: str | None, same_workload: bool, media_schedule: str | None = None
+    source: dict[str, Any],
+    schedule: str,
+    schedule_by: str | None,
+    same_workload: bool,
+    apart_schedules: Mapping[str, str | None] | None = None,
 ) -> str:
     """`` on another schedule (--concurrency 2)`` where a replay's schedule identity (``schedule``), or
-    its media requests' (``media_schedule``, where both it and the source's header have one), is not
-    its ``source``'s: of the same requests always, of changed ones where an option of its own
-    (``schedule_by``) moved them (a filter or a limit moves the times it leaves anyway); else ``""``."""
-    media_moved = media_schedule is not None and "media_schedule" in source and source["media_schedule"] != media_schedule
-    if (source.get("schedule") == schedule and not media_moved) or not (same_workload or schedule_by):
+    that of its media or embeddings requests (``apart_schedules``: ``{"media": its media_schedule}``,
+    each where both it and the source's header have one), is not its ``source``'s: of the same
+    requests always, of changed ones where an option of its own (``schedule_by``) moved them (a filter
+    or a limit moves the times it leaves anyway); else ``""``."""
+    apart_moved = any(
+        s is not None and f"{n}_schedule" in source and source[f"{n}_schedule"] != s for n, s in (apart_schedules or {}).items()
+    )
+    if (source.get("schedule") == schedule and not apart_moved) or not (same_workload or schedule_by):
         return ""
     return " on another schedule" + (f" ({schedule_by})" if schedule_by else "")
 
@@ -691,6 +767,14 @@ def media_words(workload: dict[str, Any]) -> str | None:
     if not n:
         return None
     return f"{n} image, video or speech generation request{'s' if n != 1 else ''} beside them (media {workload['media_short']})"
+
+
+def embeddings_words(workload: dict[str, Any]) -> str | None:
+    """The embeddings requests beside the text workload, with their own identity (None: none sent)."""
+    n = workload.get("embeddings_requests") or 0
+    if not n:
+        return None
+    return f"{n} embeddings request{'s' if n != 1 else ''} beside them (embeddings {workload['embeddings_short']})"
 
 
 def replay_derivation(recorder: dict[str, Any], rechained: int = 0) -> list[str]:
@@ -756,8 +840,9 @@ def describe(workload: dict[str, Any]) -> str:
         line += f"; {not_kept}"
     if unknown := bodies_unknown(workload):
         line += f"; {unknown}"
-    if media := media_words(workload):
-        line += f"; {media}"
+    for words in (media_words, embeddings_words):
+        if said := words(workload):
+            line += f"; {said}"
     if "source" not in workload:
         return line
     source = workload.get("source")

@@ -13,7 +13,10 @@ import httpx
 import pytest
 
 from infertap.analysis.compare import compare
+from infertap.analysis.compare_traffic import traffic_line
 from infertap.analysis.embedding_divergence import COSINE_FLOOR
+from infertap.capture.identity import describe, workload_identity
+from infertap.capture.info import summarize
 from infertap.capture.reader import CaptureReader
 from infertap.launch import SMOLLM2_ALIAS, llama_server
 from infertap.replay import ReplayConfig, run_replay
@@ -79,17 +82,31 @@ def test_llama_server_embeddings_match_across_encodings_and_differ_across_poolin
     assert all(b'"embedding":"' in b"".join(r["chunks"]).replace(b" ", b"") for r in sent)  # really base64
 
     # The same engine, the same inputs: base64 and floats carry the same vectors.
-    same = compare(rec.out, tmp_path / "base64")["divergence"]["embeddings"]
+    as_b64 = compare(rec.out, tmp_path / "base64")
+    same = as_b64["divergence"]["embeddings"]
     assert same["pairs"] == same["compared"] == same["identical"] == len(INPUTS) and same["differ"] == 0
     assert same["vectors"] == sum(len(v) for v in floats.values()) == 3 and same["cosine_min"] == 1.0
     # as the test reads them too: each JSON float is the base64 float32, rounded to float32
     assert all(_float32(x) == y for k in floats for x, y in zip(floats[k], b64[k], strict=True))
 
     # Another pooling: every vector moves, by the cosine the answers themselves give.
-    diff = compare(rec.out, tmp_path / "last")["divergence"]["embeddings"]
+    pooled = compare(rec.out, tmp_path / "last")
+    diff = pooled["divergence"]["embeddings"]
     by_pair = {k: [_cosine(x, y) for x, y in zip(floats[k], other[k], strict=True)] for k in floats}
     expected = [c for cosines in by_pair.values() for c in cosines]
     assert diff["compared"] == diff["differ"] == len(INPUTS) and diff["identical"] == 0
     assert diff["cosine_min"] == pytest.approx(min(expected), rel=1e-5)
     assert diff["cosine_mean"] == pytest.approx(sum(expected) / len(expected), rel=1e-5)
     assert diff["below_floor"] == sum(min(cosines) < COSINE_FLOOR for cosines in by_pair.values()) > 0
+
+    # The traffic: --set encoding_format asked for other embeddings, so not the recording's traffic (it
+    # was "identical" while embeddings had no identity); the other pooling was sent the very requests.
+    t = as_b64["traffic"]
+    assert traffic_line(t).startswith("traffic: NOT identical")
+    assert not t["identical"] and t["embeddings"] == {"a": 2, "b": 2, "only_a": 2, "only_b": 2}
+    recorded = workload_identity(rec.out)
+    assert recorded.embeddings_requests == len(INPUTS) and recorded.requests == 0
+    t = pooled["traffic"]
+    assert t["identical"] and t["a"]["embeddings"] == t["b"]["embeddings"] == recorded.embeddings
+    assert describe(summarize(tmp_path / "last")["workload"]).endswith(f"; identical to its source {recorded.short}")
+    assert "identical" not in describe(summarize(tmp_path / "base64")["workload"])
