@@ -40,9 +40,10 @@ _WHOLE = r"(?:(?<![\w)\]])(-)[ \t]*)?(?<![\w.,^/\\])(\d{1,3}(?:,\d{3})+|\d+)"
 # A LaTeX expression that is no rational number ("\frac{\sqrt{2}}{2}", "2\sqrt3", "\frac{\pi}{2}"):
 # its command, a number before it (a factor) and a sign; read as one answer (``_expressions``).
 # Right after "\cdot" or "\times" ("2\cdot\sqrt{2}") their letters are no word it is part of; right after a "/" the
-# command alone is a divisor ("2/\pi": it read 2, the divisor lost; the box is then a quotient, ``polynomial``).
+# command alone, or a number and its \pi, is a divisor ("2/\pi", "1/2\pi": they read 2 and 0.5, the \pi lost; the box is
+# then a quotient, ``polynomial``).
 _IRRATIONAL = re.compile(
-    r"((?<![\w)\]])-\s*)?(?:(?<=\\cdot)|(?<=\\times)|(?<![\w.,^/\\])|(?<=/)(?=\\))((?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])"
+    r"((?<![\w)\]])-\s*)?(?:(?<=\\cdot)|(?<=\\times)|(?<![\w.,^/\\])|(?<=/)(?=\\|\d+(?:\.\d+)?[ \t]*\\pi(?![a-zA-Z])))((?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])"
 )
 # A power of a number ("2^3", "10^{-3}"), evaluated: "50 cm^2" is no power of a number; right after
 # "\\cdot" or "\\times" ("3\\times2^x") their letters are no word it is part of.

@@ -52,6 +52,8 @@ _BEFORE_COMMAND = re.compile(
 # the letters after them were lost, "5 \\pi x" read 5\\pi, one answer with "5\\pi").
 _FACTOR_COMMANDS = GREEK | {"pi", "sqrt", "frac", "dfrac", "tfrac"}
 _AHEAD = re.compile(r"[\\_a-zA-Z]")  # where a command, a subscript or letters may begin
+# Math that ends inside a divisor: a "/" and the factors after it so far (numbers, letters, commands of no product sign).
+_IN_DIVISOR = re.compile(r"/(?:[ \t]*(?:\d+(?:\.\d+)?|\\(?!cdot(?![a-zA-Z])|times(?![a-zA-Z]))[a-zA-Z]+|[a-zA-Z]))*[ \t]*\Z")
 _LONGEST_ARGUMENT = 2000  # characters searched for a brace that closes
 
 
@@ -148,7 +150,9 @@ def _products(math: str) -> str:
             if _PRODUCT.fullmatch(letters.group()) and not unit:
                 if spaced:  # "5 xy" as "5xy": no unit, the number's factor
                     out[-1] = out[-1].rstrip(" \t")
-                out.append(" \\cdot ".join(re.sub(r"[ \t]", "", letters.group())))
+                product = " \\cdot ".join(re.sub(r"[ \t]", "", letters.group()))
+                # in a divisor ("1/xy" is 1/(xy), as math-verify reads it) the product is one factor: "1/x \\cdot y" is y/x
+                out.append("{" + product + "}" if _IN_DIVISOR.search("".join(out)) else product)
                 at = gap.end() if (gap := _BEFORE_COMMAND.match(math, end)) else end  # "5 xy \\pi" read \\pi
                 continue
             if len(letters.group()) == 1 and spaced and not unit:

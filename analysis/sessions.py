@@ -77,6 +77,14 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
             GROUP BY v.ord, v.session)
         GROUP BY session"""
     )
+    # A's sessions with an embeddings request whose vectors weren't compared (a side failed it, or its
+    # vectors unread): no answer to compare, as a turn B failed, so the session is not compared.
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE {table}_u AS
+        SELECT DISTINCT ma.session
+        FROM {pairs} p JOIN {a} ma ON ma.exchange_id = p.a_id JOIN {exact} e ON e.ord = p.ord
+        WHERE e.embeddings AND e.exact IS NULL AND ma.session IS NOT NULL"""
+    )
     # ``i``: the session's first exchange's place in A, so that ordering by it is A's order.
     con.execute(
         f"""CREATE OR REPLACE TABLE {table} AS
@@ -84,10 +92,11 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
                least(sb.first_difference, sv.first_difference) AS first_difference, sb.b_session, sa.a_first, sa.a_last, sb.b_first, sb.b_last,
                coalesce(sb.unfinished, 0) AS unfinished, sa.chained,
                (sa.a_first IS NOT NULL AND sa.a_last IS NOT NULL AND sb.b_first IS NOT NULL AND sb.b_last IS NOT NULL
-                AND coalesce(sb.answered, 0) >= sa.turns) AS compared
-        FROM {table}_a sa LEFT JOIN {table}_b sb USING (session) LEFT JOIN {table}_v sv USING (session)"""
+                AND coalesce(sb.answered, 0) >= sa.turns AND su.session IS NULL) AS compared
+        FROM {table}_a sa LEFT JOIN {table}_b sb USING (session) LEFT JOIN {table}_v sv USING (session)
+        LEFT JOIN {table}_u su USING (session)"""
     )
-    for step in "apbv":
+    for step in "apbvu":
         con.execute(f"DROP TABLE {table}_{step}")
     sessions, multi, multi_compared, identical, chained = con.execute(
         # Every figure but the counts of A's sessions is over the compared sessions alone (every turn

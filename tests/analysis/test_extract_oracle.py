@@ -1267,3 +1267,35 @@ def test_known_answers_multiplied_out_grade_as_math_verify_grades(gold: str, ans
 )
 def test_a_sums_first_term_keeps_its_sign(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{1/xy}", "\\boxed{\\frac{y}{x}}", False),  # was y/x: the letters' product split at the divisor
+        ("\\boxed{1/xy}", "\\boxed{\\frac{1}{xy}}", True),
+        ("\\boxed{a/bc}", "\\boxed{\\frac{ac}{b}}", False),
+        ("\\boxed{a/bc}", "\\boxed{\\frac{a}{bc}}", True),
+        ("\\boxed{ab/cd}", "\\boxed{\\frac{abd}{c}}", False),
+        ("\\boxed{ab/cd}", "\\boxed{\\frac{ab}{cd}}", True),
+        ("\\boxed{1/2xy}", "\\boxed{\\frac{y}{2x}}", False),
+        ("\\boxed{1/2xy}", "\\boxed{\\frac{1}{2xy}}", True),
+    ],
+)
+def test_a_product_of_letters_after_a_slash_is_the_whole_divisor(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{1/2\\pi}", "\\boxed{0.5}", False),  # was 0.5: a divisor's number read, its \\pi lost
+        ("\\boxed{1/2\\pi}", "\\boxed{\\frac{1}{2\\pi}}", True),
+        ("\\boxed{4/2\\pi}", "\\boxed{2}", False),
+        ("\\boxed{4/2\\pi}", "\\boxed{\\frac{2}{\\pi}}", True),
+        ("\\boxed{2/3\\pi}", "\\boxed{\\frac{2}{3}}", False),
+        ("\\boxed{2/3\\pi}", "\\boxed{\\frac{2}{3\\pi}}", True),
+    ],
+)
+def test_a_quotient_by_a_number_times_pi_keeps_its_pi(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)

@@ -723,3 +723,35 @@ def test_an_embeddings_request_whose_vectors_differ_is_a_differing_turn(tmp_path
     same = compare(tmp_path / "a", tmp_path / "same")
     assert same["divergence"]["embeddings"]["identical"] == 2, same["divergence"]["embeddings"]
     assert same["sessions"]["first_differing_turn"] == {"identical": 2, "differing": 0, "by_turn": {}}
+
+
+def test_a_session_whose_embeddings_request_failed_on_one_side_is_not_called_identical(tmp_path):
+    """An embeddings pair one side failed has no exactness: its session was called identical though B's
+    retrieval got no vectors. Now such a session is not compared (as one whose turn B failed is); one
+    whose embeddings were answered alike on both sides still is, and identical."""
+    vector = [0.5, -0.25, 0.125]
+
+    def run(embedded: dict[str, Any]) -> list[dict[str, Any]]:
+        history: list[str] = []
+        xs: list[dict[str, Any]] = []
+        for t in range(2):
+            history = [*history, f"q{t}"]
+            xs.append({"id": f"s{t}", "session": "s", "offset_s": 2 * t, "body": _messages(*history), "chunks": [_reply(f"a{t}")]})  # fmt: skip
+            history = [*history, f"a{t}"]
+            if t == 0:
+                xs.append({"id": "se", "session": "s", "offset_s": 1, "path": "/v1/embeddings", "body": {"model": "m", "input": "look up"}, **embedded})  # fmt: skip
+        return xs
+
+    answered = {"chunks": [_embedded(vector)]}
+    write_capture(tmp_path / "a", run(answered))
+    write_capture(tmp_path / "failed", run({"status": 500, "chunks": [b'{"error": "overloaded"}']}))
+    write_capture(tmp_path / "same", run(answered))
+    failed = compare(tmp_path / "a", tmp_path / "failed")
+    assert failed["divergence"]["embeddings"]["failed"] == 1, failed["divergence"]["embeddings"]
+    s = failed["sessions"]
+    # Must differ from identical: B's retrieval failed, so the session is not compared.
+    assert (s["sessions"], s["compared"]) == (1, 0), s
+    assert s["first_differing_turn"]["identical"] == 0, s
+    same = compare(tmp_path / "a", tmp_path / "same")["sessions"]
+    assert (same["sessions"], same["compared"]) == (1, 1), same
+    assert same["first_differing_turn"] == {"identical": 1, "differing": 0, "by_turn": {}}, same
