@@ -117,4 +117,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: Responses answer (its usage, its compaction item); the user messages it restates are not its text.
 #: 89: requests.digest holds Bedrock's guardrail and trace headers (identity.ASKED_HEADERS) where sent.
 #: 90: requests.digest of an embeddings request (a POST to apis.embeddings.ROUTES) too: the traffic's embeddings identity.
-DECODE_VERSION = 90
+#: 91: an SGLang ``/generate`` stream whose last text is shorter than the one before it (a stop string
+#: trimmed) answers that text (it was the text before with it added again).
+DECODE_VERSION = 91

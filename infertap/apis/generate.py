@@ -8,7 +8,8 @@ the body: TGI sends ``inputs``, SGLang ``text`` or ``input_ids``).
   {"type", "matched"?}}}``; streamed as SSE events that each carry the text so far (cumulative, as
   SGLang's own client slices ``text[prev:]``), then ``data: [DONE]``. ``Delta.so_far`` says so:
   ``fold`` takes each event's new text as the difference (``--incremental-streaming-output`` sends
-  the new text alone: an event whose text does not continue the text so far is read as new).
+  the new text alone: an event whose text does not continue the text so far is read as new; one
+  shorter that begins it, SGLang 0.4's last after trimming a stop string, is the answer).
 - TGI ``/generate``: ``{"inputs", "parameters": {...}}``, answered ``{"generated_text", "details":
   {"finish_reason", "generated_tokens", "tokens": [...]}}`` (details only where asked);
   ``/generate_stream`` sends one event per token, ``{"token": {"id", "text", "special"},

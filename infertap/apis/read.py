@@ -325,6 +325,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     layout: list[str] | None = None  # a whole answer's
     readable, read = False, api.event  # locals: the loop runs per streamed event
     so_far = ""  # an API whose events each say the text so far (``Delta.so_far``): that text
+    cumulative = False  # whether one of them repeated the text before it: they are the text so far
     for event in events:
         obj = event.obj
         if not isinstance(obj, dict):
@@ -340,8 +341,16 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         readable = readable or d.known
         if d.so_far:
             said = d.content
-            d.content = said[len(so_far) :] if said.startswith(so_far) else said
-            so_far = said if said.startswith(so_far) else so_far + said
+            if said.startswith(so_far):  # the text so far and what this event adds
+                d.content, cumulative = said[len(so_far) :], cumulative or bool(so_far)
+            elif cumulative and said and so_far.startswith(said):
+                # shorter: the end said before cut off (SGLang 0.4 trims a stop string that spans
+                # tokens from its last event's text); it adds nothing, and the answer is its text
+                # (an empty text, an abort's, cuts nothing)
+                d.content = ""
+            else:  # text that does not continue it (``--incremental-streaming-output``): new text
+                said = so_far + said
+            so_far = said
         if d.content:
             text.append(d.content)
         if d.reasoning:
@@ -399,7 +408,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     out.model, out.response_id, out.system_fingerprint, out.error_message = model, response_id, fingerprint, error_message
     out.timings, out.durations = timings, durations
     out.events = events
-    out.text, out.reasoning, out.refusal = "".join(text), "".join(reasoning), "".join(refusal)
+    out.text, out.reasoning, out.refusal = so_far if cumulative else "".join(text), "".join(reasoning), "".join(refusal)
     out.reasoning_summarized = bool(reasoning) and not raw
     out.audio, out.citations = "".join(spoken), cited
     out.layout = layout if layout is not None else [layout_entry(*blocks[k]) for k in sorted(blocks)]

@@ -196,3 +196,37 @@ def test_generate_requests_are_in_the_workload_identity(tmp_path: Path, path: st
 
     assert run("a", "one") == run("b", "one")
     assert run("c", "one") != run("d", "two")
+
+
+def _trimmed(*texts: str, matched: str) -> list[bytes]:
+    """An SGLang stream (0.4's) whose stop string spans tokens: the events before its end said the
+    start of it, the last event's text is cut before it (``trim_matched_stop``)."""
+    return _sglang_stream(*texts, finish={"type": "stop", "matched": matched})
+
+
+def test_an_sglang_stream_trimmed_at_its_stop_string_answers_its_last_text(tmp_path: Path) -> None:
+    """The answer is the last event's text, shorter than the one before it; it was read as the
+    text so far with the last event's text added again ("The cat saThe cat")."""
+    trimmed = _trimmed("The", "The cat", "The cat sa", "The cat", matched=" sat")
+    record = {
+        "path": "/generate",
+        "request_body": json.dumps({**_SGLANG, "stream": True}).encode(),
+        "request_headers": [["content-type", _JSON]],
+        "response_headers": [["content-type", _SSE]],
+        "chunks": trimmed,
+    }
+    out = read_response(record)
+    assert out.error is None and out.text == "The cat" and out.finish_reason == "stop"
+    pairs = {
+        "same": (_SG_STREAM, trimmed, _trimmed("The", "The cat", "The cat", matched=" sat")),
+        "other": (
+            _SG_STREAM,
+            _trimmed("The", "The cat", "The cat sa", "The cat", matched=" sat"),
+            _trimmed("The", "The dog", matched=" sat"),
+        ),
+    }
+    a, b = pair_captures(tmp_path, pairs)
+    d = compare(a, b, top=2)["divergence"]
+    assert d["pairs"] == 2 and _read_both(d) == 2
+    assert [p["api"][0] for p in d["most_divergent"]] == ["sglang-generate"], d["most_divergent"]
+    assert d["counts"].get("exact") == 1, d["counts"]
