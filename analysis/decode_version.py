@@ -117,4 +117,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: Responses answer (its usage, its compaction item); the user messages it restates are not its text.
 #: 89: requests.digest holds Bedrock's guardrail and trace headers (identity.ASKED_HEADERS) where sent.
 #: 90: requests.digest of an embeddings request (a POST to apis.embeddings.ROUTES) too: the traffic's embeddings identity.
-DECODE_VERSION = 90
+#: 91: an enrichment whose ``occurrence`` is past its repeated id's exchanges is attached to none
+#: (enrichments.attached false, its exchange_id the id), not to an ``<id>~k`` no exchange carries.
+DECODE_VERSION = 91
