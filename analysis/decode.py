@@ -37,7 +37,7 @@ from infertap.apis import (
 )
 from infertap.apis.chat_request import ChatRequests
 from infertap.apis.chat_stream import ChatStream, read_chat_stream
-from infertap.capture.identity import apart_kind, asked_headers, exchange_digest
+from infertap.capture.identity import apart_kind, asked_headers, exchange_digest, generation_since_wl3
 from infertap.capture.jsonable import jsonable
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import apart, delivered, recorded_session, request_body_unknown
@@ -425,7 +425,8 @@ class Decoder:
         asked = asked_headers(rec.get("request_headers")) if request.generation else []
         # The media and embeddings requests' too (no text to time): the traffic's media and embeddings identities hash them.
         digest = exchange_digest(rec) if request.generation or (apart_kind(rec) and not request_body_unknown(rec)) else None
-        self._request_row(xid, request, body, digest, _dump([list(h) for h in asked]) if asked else None)
+        newer = request.generation and generation_since_wl3(rec)
+        self._request_row(xid, request, body, digest, _dump([list(h) for h in asked]) if asked else None, newer)
         # The usual streamed chat answer in one pass (read_chat_stream), anything else through its adapter.
         stream = read_chat_stream(rec) if chunks else None
         if stream is not None:
@@ -615,7 +616,9 @@ class Decoder:
             )
         )
 
-    def _request_row(self, xid: str | None, r: Request, body: bytes, digest: bytes | None, asked: str | None) -> None:
+    def _request_row(
+        self, xid: str | None, r: Request, body: bytes, digest: bytes | None, asked: str | None, newer: bool = False
+    ) -> None:
         s = r.sampling
         self.sinks["requests"].add(
             (
@@ -641,6 +644,7 @@ class Decoder:
                 r.previous_response_id,
                 digest,
                 asked,
+                newer,
             ),
             len(body),
         )
