@@ -71,7 +71,7 @@ def memory_limit() -> str:
 
 #: What compare reads of each run's ``metrics`` view.
 _METRICS = (
-    'capture, run_id, exchange_id, generation, status, "end", readable, session, session_capture, turn, link, ok, unfinished, streamed, sent_wall_ns, end_wall_ns, output_tokens, '
+    'capture, run_id, exchange_id, generation, path, status, "end", readable, session, session_capture, turn, link, ok, unfinished, streamed, sent_wall_ns, end_wall_ns, output_tokens, '
     "server_load_ns, server_total_ns, " + ", ".join(f"{name}_ns" for name in SPEED_METRICS)
 )
 

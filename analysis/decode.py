@@ -10,6 +10,7 @@ import re
 from array import array
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from infertap.apis import (
@@ -36,7 +37,7 @@ from infertap.apis import (
 )
 from infertap.apis.chat_request import ChatRequests
 from infertap.apis.chat_stream import ChatStream, read_chat_stream
-from infertap.capture.identity import apart_kind, asked_headers, exchange_digest
+from infertap.capture.identity import apart_kind, asked_headers, exchange_digest, generation_since_wl3
 from infertap.capture.jsonable import jsonable
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import apart, delivered, recorded_session, request_body_unknown
@@ -335,18 +336,18 @@ class Decoder:
         self,
         capture: str,
         sinks: dict[str, _Sink],
-        repeated: frozenset[str] = frozenset(),
+        repeated: Mapping[str, int] = MappingProxyType({}),
         part: tuple[int, int, int] | None = None,
     ) -> None:
         self.capture = capture
         self.sinks = sinks
-        self.repeated = repeated  # ids that more than one exchange carries: the second is named "<id>~2", ...
+        self.repeated = repeated  # ids that more than one exchange carries (how many): the second is named "<id>~2", ...
         self.seen: dict[str, int] = {}
         self.unattached = 0  # enrichments that name one of those ids: with no occurrence, attached to none (enrichment_attached)
         # The capture's ids (``id_seen``; a part sees only its own), so that those carried twice are
         # known without a query over the exchanges table after the decode; ``twice`` is None once an
         # id is not a string (the table's text of it is what the query would compare).
-        self.ids: set[str] = set()
+        self.ids: dict[str, int] = {}  # each id's exchanges
         self.twice: set[str] | None = set()
         self.part = part
         self.lead = part is None or part[0] == 0  # writes the capture-wide tables
@@ -424,7 +425,8 @@ class Decoder:
         asked = asked_headers(rec.get("request_headers")) if request.generation else []
         # The media and embeddings requests' too (no text to time): the traffic's media and embeddings identities hash them.
         digest = exchange_digest(rec) if request.generation or (apart_kind(rec) and not request_body_unknown(rec)) else None
-        self._request_row(xid, request, body, digest, _dump([list(h) for h in asked]) if asked else None)
+        newer = request.generation and generation_since_wl3(rec)
+        self._request_row(xid, request, body, digest, _dump([list(h) for h in asked]) if asked else None, newer)
         # The usual streamed chat answer in one pass (read_chat_stream), anything else through its adapter.
         stream = read_chat_stream(rec) if chunks else None
         if stream is not None:
@@ -456,8 +458,7 @@ class Decoder:
         if isinstance(xid, str):
             if xid in self.ids:
                 self.twice.add(xid)
-            else:
-                self.ids.add(xid)
+            self.ids[xid] = self.ids.get(xid, 0) + 1
         elif xid is not None:
             self.twice = None
 
@@ -615,7 +616,9 @@ class Decoder:
             )
         )
 
-    def _request_row(self, xid: str | None, r: Request, body: bytes, digest: bytes | None, asked: str | None) -> None:
+    def _request_row(
+        self, xid: str | None, r: Request, body: bytes, digest: bytes | None, asked: str | None, newer: bool = False
+    ) -> None:
         s = r.sampling
         self.sinks["requests"].add(
             (
@@ -641,6 +644,7 @@ class Decoder:
                 r.previous_response_id,
                 digest,
                 asked,
+                newer,
             ),
             len(body),
         )
@@ -845,7 +849,7 @@ def decode_records(
     path: Path,
     out: Path,
     capture: str,
-    repeated: frozenset[str] = frozenset(),
+    repeated: Mapping[str, int] = MappingProxyType({}),
     part: tuple[int, int, int] | None = None,
     sizes: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, Any], Decoder]:
@@ -884,27 +888,29 @@ def decode_records(
     return meta, decoder
 
 
-def enrichment_attached(record: dict[str, Any], repeated: frozenset[str]) -> bool:
+def enrichment_attached(record: dict[str, Any], repeated: Mapping[str, int]) -> bool:
     """Whether an enrichment attaches to an exchange. One naming an id more than one exchange carries
-    (``repeated``) attaches to the one its ``occurrence`` names (``infertap enrich`` writes which of
-    them, in record order), its ``exchange_id`` renamed in place to that exchange's name (``<id>~k``,
-    as ``name_apart`` names it); one with none (an older infertap's, the recorder's own) can't be told
-    to be the first's or a copy's, so the decoded tables and compare's summaries attach it to none."""
+    (``repeated``, each id's count) attaches to the one its ``occurrence`` names (``infertap enrich``
+    writes which of them, in record order), its ``exchange_id`` renamed in place to that exchange's
+    name (``<id>~k``, as ``name_apart`` names it); one with none (an older infertap's, the recorder's
+    own) can't be told to be the first's or a copy's, and one naming an occurrence past the id's count
+    names an exchange the capture doesn't hold, so the decoded tables and compare's summaries attach
+    either to none."""
     xid = record.get("exchange_id")
     if not isinstance(xid, str) or xid not in repeated:
         return True
     k = record.get("occurrence")
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= repeated[xid]:
         return False
     record["exchange_id"] = apart(xid, k)
     return True
 
 
-def name_apart(record: dict[str, Any], repeated: frozenset[str], seen: dict[str, int]) -> None:
+def name_apart(record: dict[str, Any], repeated: Mapping[str, int], seen: dict[str, int]) -> None:
     """Names the ``k``-th exchange (k > 1) of an id in ``repeated`` ``<id>~k``, in place; ``seen``
     counts each id's exchanges so far. The decoded tables and compare's summaries both name them so."""
     xid = record.get("id")
-    if xid in repeated:
+    if isinstance(xid, str) and xid in repeated:
         k = seen[xid] = seen.get(xid, 0) + 1
         if k > 1:
             record["id"] = apart(xid, k)

@@ -119,4 +119,8 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 90: requests.digest of an embeddings request (a POST to apis.embeddings.ROUTES) too: the traffic's embeddings identity.
 #: 91: an SGLang ``/generate`` stream whose last text is shorter than the one before it (a stop string
 #: trimmed) answers that text (it was the text before with it added again).
-DECODE_VERSION = 91
+#: 92: an enrichment whose ``occurrence`` is past its repeated id's exchanges is attached to none
+#: (enrichments.attached false, its exchange_id the id), not to an ``<id>~k`` no exchange carries.
+#: 93: requests.newer: a generation request an older infertap left out of the workload identity (a body sent
+#: compressed, a prompt-less /infill, /generate, /v1/responses/compact): the identity is tagged wl3.
+DECODE_VERSION = 93

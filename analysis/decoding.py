@@ -18,6 +18,7 @@ import os
 import pickle
 import shutil
 from array import array
+from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -96,7 +97,9 @@ def decode_capture(path: Path, out: Path, capture: str | None = None, workers: i
     if meta is None or whole is None:
         meta, whole = decode_records(path, out, capture, sizes=sizes)
     twice = whole.twice
-    repeated = frozenset(twice) if twice is not None else repeated_ids(table_files(out, "exchanges"), "exchange_id")
+    repeated = (
+        {x: whole.ids[x] for x in twice} if twice is not None else repeated_ids(table_files(out, "exchanges"), "exchange_id")
+    )
     if not repeated:
         return meta
     _empty(out)
@@ -124,9 +127,10 @@ def table_files(folder: Path, name: str) -> list[Path]:
     return sorted(folder.glob(f"part-*/{name}.parquet"), key=lambda f: int(f.parent.name.split("-")[1]))
 
 
-def repeats(repeated: frozenset[str], renamed: int, unattached: int = 0) -> dict[str, Any]:
+def repeats(repeated: Mapping[str, int], renamed: int, unattached: int = 0) -> dict[str, Any]:
     """What is kept of the ids named apart: how many, how many exchanges were renamed, one of them,
-    and how many enrichments name one of them (attached to none where it says not which: ``decode.enrichment_attached``)."""
+    and how many enrichments name one of them attached to none (no occurrence, or one past the id's
+    exchanges: ``decode.enrichment_attached``)."""
     return {"ids": len(repeated), "exchanges": renamed, "example": min(repeated), "enrichments": unattached}
 
 
@@ -137,26 +141,26 @@ def repeats_warning(capture: str | os.PathLike[str], r: dict[str, Any]) -> str:
     )
     if n := r.get("enrichments"):
         said += (
-            f"; {n} enrichment{'s' if n != 1 else ''} name{'' if n != 1 else 's'} one of those ids, which exchange "
-            f"{'each' if n != 1 else 'it'} was written for unknown: attached to none"
+            f"; {n} enrichment{'s' if n != 1 else ''} name{'' if n != 1 else 's'} one of those ids and no exchange "
+            f"of it (no occurrence, or one past the id's exchanges): attached to none"
         )
     return said
 
 
-def repeated_ids(files: list[Path], column: str) -> frozenset[str]:
-    """The ids more than one row of the Parquet ``files`` carries in ``column`` (DuckDB, spilling
-    next to them)."""
+def repeated_ids(files: list[Path], column: str) -> dict[str, int]:
+    """The ids more than one row of the Parquet ``files`` carries in ``column``, each with its count
+    (DuckDB, spilling next to them)."""
     spill = files[0].parent / ".repeated-spill"
     con = duckdb.connect(config={"temp_directory": str(spill), "memory_limit": "512MB"})
     try:
         rows = con.execute(
-            f"SELECT {column} FROM read_parquet(?, hive_partitioning = false) WHERE {column} IS NOT NULL GROUP BY {column} HAVING count(*) > 1",
+            f"SELECT {column}, count(*) FROM read_parquet(?, hive_partitioning = false) WHERE {column} IS NOT NULL GROUP BY {column} HAVING count(*) > 1",
             [[str(f) for f in files]],
         ).fetchall()
     finally:
         con.close()
         shutil.rmtree(spill, ignore_errors=True)
-    return frozenset(r[0] for r in rows)
+    return {r[0]: r[1] for r in rows}
 
 
 def _in_parts(path: Path, out: Path, capture: str, k: int, sizes: dict[str, int] | None) -> tuple[dict[str, Any], Decoder]:

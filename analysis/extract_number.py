@@ -18,6 +18,7 @@ from .relations import related
 from .scan import Scan
 from .sum_terms import GREEK, negated, ordered_sum
 from .unit_words import MORE_MATH, SHORT_UNIT, UNIT, is_unit
+from .whole_terms import whole_terms
 
 # A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
 # is a sign only where it follows no word or bracket ("3-5" is 3 and 5); a power's exponent after
@@ -368,6 +369,11 @@ def _read(text: str) -> str | None:
     boxes = list(_BOXED.finditer(text))
     if boxes:
         boxed = _SLASHED.sub(lambda m: re.sub(r"[ \t]*/[ \t]*", " / ", m.group()), _braced(text, boxes[-1].end()))
+        whole = whole_terms(boxed)  # "\\boxed{n!+1}" read 1: a part of it, another answer's reading
+        if whole is None:
+            return _box_as_written(written)
+        if whole != boxed:  # as written, the terms made whole: "3!+1" as "6+1", read again (``number``)
+            written, boxed = f"\\boxed{{{whole}}}", whole
         if items := _relation(_inside_brackets(boxed)) or _items(boxed) or _side_by_side(boxed):  # a tuple (it read 2)
             return items
         boxed = _inside_brackets(boxed)

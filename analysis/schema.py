@@ -212,6 +212,9 @@ REQUESTS = _schema(
     # The headers that change what it asks and are in its digest (identity.asked_headers), as JSON
     # [[name, value], ...]; null where it sent none.
     ("asked_headers", S),
+    # A generation request an older infertap left out of the workload (apis.read.generation_since_wl3): its
+    # identity is tagged wl3 (identity.version_of); false for any other.
+    ("newer", B),
 )
 
 ENGINES = _schema(

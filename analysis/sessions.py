@@ -17,9 +17,12 @@ sessions are summed there; only the makespans come back, as arrays, and the slow
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
+
+from infertap.apis.embeddings import ROUTES
 
 from .fetch import columns
 from .ratios import bootstrap_ratio, distribution
@@ -27,11 +30,16 @@ from .ratios import bootstrap_ratio, distribution
 #: Sessions listed one by one (the slowest on B relative to A).
 SHOWN = 10
 
+# An embeddings request by its path, as ``apis.embeddings.is_embeddings`` tells one.
+_EMBEDDINGS_PATH = (
+    "regexp_matches(rtrim(split_part(coalesce(ma.path, ''), '?', 1), '/'), '(?:" + "|".join(re.escape(r) for r in ROUTES) + ")$')"
+)
+
 
 def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict[str, Any] | None:
     """B's sessions against A's: makespans, their B/A ratio with an interval, the first differing turn.
 
-    ``a``/``b``: each run's metrics (``exchange_id, ord, generation, session, turn, sent_wall_ns,
+    ``a``/``b``: each run's metrics (``exchange_id, ord, generation, path, session, turn, sent_wall_ns,
     end_wall_ns, ok, unfinished``, ``ord`` the exchange's place in its capture); ``pairs``: the pairs (pairing.py's
     ``pair_in``); ``exact``: ``(ord, exact, embeddings)`` per pair, whether its answers are equal
     (an embeddings pair's: its vectors), and whether it is of embeddings answers."""
@@ -85,18 +93,26 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
         FROM {pairs} p JOIN {a} ma ON ma.exchange_id = p.a_id JOIN {exact} e ON e.ord = p.ord
         WHERE e.embeddings AND e.exact IS NULL AND ma.session IS NOT NULL"""
     )
+    # A's sessions with an embeddings request that has no pair on B at all: B's retrieval is missing, as
+    # a turn with no pair on B is, so the session is not compared (counted unpaired).
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE {table}_n AS
+        SELECT DISTINCT ma.session FROM {a} ma
+        WHERE NOT ma.generation AND ma.session IS NOT NULL AND {_EMBEDDINGS_PATH}
+          AND NOT EXISTS (SELECT 1 FROM {pairs} p WHERE p.a_id = ma.exchange_id)"""
+    )
     # ``i``: the session's first exchange's place in A, so that ordering by it is A's order.
     con.execute(
         f"""CREATE OR REPLACE TABLE {table} AS
         SELECT sa.first_ord AS i, sa.session, sa.turns, coalesce(sb.paired, 0) AS paired,
                least(sb.first_difference, sv.first_difference) AS first_difference, sb.b_session, sa.a_first, sa.a_last, sb.b_first, sb.b_last,
-               coalesce(sb.unfinished, 0) AS unfinished, sa.chained,
+               coalesce(sb.unfinished, 0) AS unfinished, sa.chained, sn.session IS NOT NULL AS retrieval_unpaired,
                (sa.a_first IS NOT NULL AND sa.a_last IS NOT NULL AND sb.b_first IS NOT NULL AND sb.b_last IS NOT NULL
-                AND coalesce(sb.answered, 0) >= sa.turns AND su.session IS NULL) AS compared
+                AND coalesce(sb.answered, 0) >= sa.turns AND su.session IS NULL AND sn.session IS NULL) AS compared
         FROM {table}_a sa LEFT JOIN {table}_b sb USING (session) LEFT JOIN {table}_v sv USING (session)
-        LEFT JOIN {table}_u su USING (session)"""
+        LEFT JOIN {table}_u su USING (session) LEFT JOIN {table}_n sn USING (session)"""
     )
-    for step in "apbvu":
+    for step in "apbvun":
         con.execute(f"DROP TABLE {table}_{step}")
     sessions, multi, multi_compared, identical, chained = con.execute(
         # Every figure but the counts of A's sessions is over the compared sessions alone (every turn
@@ -109,11 +125,13 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
     ).fetchall()[0]
     if not sessions:
         return None
-    # Why each session left out was: a turn of A's with no pair on B, else one B cut (unfinished:
-    # ended with no finish reason), else one it failed; a session of several such named once, first one.
+    # Why each session left out was: a request of A's (a turn, an embeddings request) with no pair on B, else
+    # one B cut (unfinished: ended with no finish reason), else one it failed; a session of several such named
+    # once, first one.
     unpaired, unfinished, failed = con.execute(
-        f"SELECT count(*) FILTER (WHERE paired < turns), count(*) FILTER (WHERE paired >= turns AND unfinished > 0), "
-        f"count(*) FILTER (WHERE paired >= turns AND unfinished = 0) FROM {table} WHERE NOT compared"
+        "SELECT count(*) FILTER (WHERE missing), count(*) FILTER (WHERE NOT missing AND unfinished > 0), "
+        "count(*) FILTER (WHERE NOT missing AND unfinished = 0) "
+        f"FROM (SELECT *, paired < turns OR retrieval_unpaired AS missing FROM {table} WHERE NOT compared)"
     ).fetchall()[0]
     cols = columns(con, f"SELECT i, turns, a_last - a_first AS a, b_last - b_first AS b FROM {table} WHERE compared ORDER BY i")
     index = np.asarray(cols["i"], dtype=np.int64)

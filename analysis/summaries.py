@@ -24,6 +24,7 @@ import pickle
 import re
 import shutil
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,7 +138,8 @@ BATCH_BYTES = 8 << 20
 #: 73: a ``/v1/responses/compact`` answer is read (a generation request's, counted and compared).
 #: 74: request_key holds Bedrock's guardrail and trace headers (identity.ASKED_HEADERS) where sent.
 #: 75: an SGLang ``/generate`` stream trimmed at its stop string answers its last event's text.
-SUMMARY_VERSION = 75
+#: 76: an enrichment whose ``occurrence`` is past its repeated id's exchanges is attached to none.
+SUMMARY_VERSION = 76
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -415,12 +417,12 @@ def summarize_capture(path: str | os.PathLike[str], folder: Path, *, last_user: 
 
     Exchanges that repeat an earlier one's id are named ``<id>~2``, ``<id>~3``, ... as the decoded
     tables name them (decode.py), read again only when there are any: their metrics join as theirs."""
-    side = _summarize(path, folder, last_user, frozenset())
+    side = _summarize(path, folder, last_user, {})
     repeated = repeated_ids([side.exchanges_file], "id")
     return _summarize(path, folder, last_user, repeated) if repeated else side
 
 
-def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repeated: frozenset[str]) -> Side:
+def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repeated: Mapping[str, int]) -> Side:
     folder.mkdir(parents=True, exist_ok=True)
     seen: dict[str, int] = {}
     reader = CaptureReader(path)

@@ -38,8 +38,12 @@ _ROWS = 65_536  # requests read from DuckDB at a time
 # in a HUGEINT; handed over as a BIGINT, or as text in the rare case it doesn't fit one.
 _T = "(CAST(round_even(coalesce(u.wall, 0.0) * 1e9, 0) AS HUGEINT) + coalesce(x.scheduled_ns, x.start_ns, 0))"
 #: A generation request's digest (capture/identity.py's ``request_digest``), body size, whether it sent
-#: an asked header (in its digest: the identity's version, ``identity.version_of``) and send time.
-SENT_COLUMNS = f"r.digest AS digest, coalesce(x.request_bytes, 0) AS size, r.asked_headers IS NOT NULL AS asked, {_T} AS t"
+#: an asked header and whether an older infertap left it out (both the identity's version,
+#: ``identity.version_of``), and send time.
+SENT_COLUMNS = (
+    "r.digest AS digest, coalesce(x.request_bytes, 0) AS size, r.asked_headers IS NOT NULL AS asked, "
+    f"coalesce(r.newer, false) AS newer, {_T} AS t"
+)
 _RUNS = (
     "LEFT JOIN (SELECT DISTINCT ON (capture, run_id) capture, run_id, wall FROM runs) u "
     "ON u.capture = x.capture AND u.run_id = x.run_id"
@@ -62,19 +66,21 @@ def identities(analysis: Analysis, sql: str, keys: int = 0) -> dict[tuple[Any, .
         f"FROM ({sql}) q ORDER BY {groups}q.t, q.digest"
     )
     found: dict[tuple[Any, ...], tuple[OrderedHashes, list[int]]] = {}  # per group: its hashes, its bodies' bytes
-    for group, digests, sizes, asked, times in _columns(analysis, ordered, keys):
+    for group, digests, sizes, asked, newer, times in _columns(analysis, ordered, keys):
         start = 0
         for key, run in itertools.groupby(group):  # each group's rows in this batch, hashed as one
             end = start + sum(1 for _ in run)
             hashes, size = found.setdefault(key, (OrderedHashes(), [0]))
-            hashes.add(times[start:end], digests[start:end], any(asked[start:end]))
+            hashes.add(times[start:end], digests[start:end], any(asked[start:end]), any(newer[start:end]))
             size[0] += sum(sizes[start:end])
             start = end
     return {key: hashes.identity(hashes.requests, size) for key, (hashes, [size]) in found.items()}
 
 
-def _columns(analysis: Analysis, sql: str, keys: int) -> Iterator[tuple[list[Any], list[Any], list[Any], list[Any], list[Any]]]:
-    """``sql``'s rows a batch at a time, as their group keys, digests, sizes, asked flags and send times. The first
+def _columns(
+    analysis: Analysis, sql: str, keys: int
+) -> Iterator[tuple[list[Any], list[Any], list[Any], list[Any], list[Any], list[Any]]]:
+    """``sql``'s rows a batch at a time, as their group keys, digests, sizes, asked and newer flags and send times. The first
     batch comes as rows (a capture of fewer requests then reads no Arrow: a warm ``stats`` imports no
     pyarrow); the rest as Arrow batches, which turn into Python lists in half the CPU of rows (1M
     requests here: 0.9-1.0 s against 1.6-2.1 s)."""
@@ -85,6 +91,7 @@ def _columns(analysis: Analysis, sql: str, keys: int) -> Iterator[tuple[list[Any
         [row[keys] for row in rows],
         [row[keys + 1] for row in rows],
         [row[keys + 2] for row in rows],
+        [row[keys + 3] for row in rows],
         [t if w is None else int(w) for *_, t, w in rows],
     )
     if len(rows) < _ROWS:
@@ -95,8 +102,8 @@ def _columns(analysis: Analysis, sql: str, keys: int) -> Iterator[tuple[list[Any
     assert reader is not None  # duckdb's stubs say it may be None
     for batch in reader:
         group = list(zip(*(batch.column(i).to_pylist() for i in range(keys)), strict=True)) if keys else [()] * batch.num_rows
-        digests, sizes, asked, times, wide = (batch.column(keys + i).to_pylist() for i in range(5))
-        yield group, digests, sizes, asked, [t if w is None else int(w) for t, w in zip(times, wide, strict=True)]
+        digests, sizes, asked, newer, times, wide = (batch.column(keys + i).to_pylist() for i in range(6))
+        yield group, digests, sizes, asked, newer, [t if w is None else int(w) for t, w in zip(times, wide, strict=True)]
 
 
 def group_identities(analysis: Analysis, table: str, keys: Sequence[str]) -> dict[tuple[Any, ...], dict[str, Any]]:

@@ -518,7 +518,8 @@ def _source_failed(failed: dict[str, int]) -> str:
 def _unpinned(n: int) -> str:
     return (
         f"--pin-defaults pinned nothing of {counted(n, 'exchange')}: each carries an id other exchanges of its capture "
-        "carry, and an enrichment names the id alone, which of them it was written for unknown (the analysis attaches it to none)"
+        "carry, and an enrichment names the id but no exchange of it (no occurrence, or one past the id's exchanges), "
+        "so the analysis attaches it to none"
     )
 
 

@@ -162,7 +162,7 @@ def _transform(workload: Workload, transforms: Transforms, target_kind: str | No
     if transforms.pin_defaults and not any(item.settings for item in items) and workload.unpinned:
         raise ReplayError(
             f"--pin-defaults has no settings to pin: the enrichments of this capture name only ids that several of its "
-            f"exchanges carry ({counted(workload.unpinned, 'exchange')}), which of them each was written for unknown"
+            f"exchanges carry ({counted(workload.unpinned, 'exchange')}) and no exchange of it (no occurrence, or one past the id's exchanges)"
         )
     if transforms.pin_defaults and not any(item.settings for item in items):
         raise ReplayError(

@@ -32,7 +32,7 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 import msgspec
 from msgspec import UNSET
@@ -375,7 +375,7 @@ def _chat_head(raw: Any) -> _ChatHead | None:
         return None
 
 
-def _counted(k: Any) -> bool:
+def _counted(k: Any) -> TypeGuard[int]:
     """Whether an enrichment's ``occurrence`` names an exchange of its id: a count from 1."""
     return isinstance(k, int) and not isinstance(k, bool) and k >= 1
 
@@ -412,8 +412,12 @@ class _Scan:
         self._settings_rank: dict[tuple[int, str, int | None], tuple[bool, float]] = {}
         self._ids: dict[str, int] = {}  # this capture's exchange ids so far, each one's exchanges
         self.occurrences: list[int] = []  # each item's place among its capture's exchanges of its id, from 1
-        self.repeated: set[tuple[int, str]] = set()  # (capture, id) more than one of its exchanges carries
-        self.unpinned: set[int] = set()  # id(item) of those, an enrichment of which names their id: pinned nothing
+        self.repeated: dict[tuple[int, str], int] = {}  # (capture, id) more than one of its exchanges carries: how many
+        # (capture, id) of an enrichment that names no exchange of it for sure: no occurrence, or the
+        # furthest one named (past the id's exchanges where it is a repeated id's: attached to none)
+        self.loose: set[tuple[int, str]] = set()
+        self.furthest: dict[tuple[int, str], int] = {}
+        self.unpinned: set[int] = set()  # id(item) of those, with no enrichment its own, one naming their id attached to none
         self.where: list[int] = []  # each item's capture
         self.refusals: dict[int, str] = {}  # id(item) -> why the transforms can't apply to its body
         self.as_recorded: set[int] = set()  # id(item) of bodies no JSON object, that a --model-map passes
@@ -448,6 +452,11 @@ class _Scan:
         elif rtype == "enrichment":  # a later one whose probe failed leaves the engine's defaults read before
             k = r.get("occurrence")
             rank = settings_rank(r)
+            named = (self.capture, r["exchange_id"])
+            if _counted(k):
+                self.furthest[named] = max(k, self.furthest.get(named, 0))
+            else:
+                self.loose.add(named)
             for key in [(self.capture, r["exchange_id"], None)] + ([(self.capture, r["exchange_id"], k)] if _counted(k) else []):
                 if rank >= self._settings_rank.get(key, rank):
                     self.settings[key], self._settings_rank[key] = r["settings"], rank
@@ -489,9 +498,9 @@ class _Scan:
 
     def _exchange(self, r: dict[str, Any], ref: BlockRef, payload: bytes, start: int) -> None:
         self.exchanges += 1
-        if r["id"] in self._ids:  # the analysis names it apart (<id>~2): an enrichment attaches by its occurrence
-            self.repeated.add((self.capture, r["id"]))
         occurrence = self._ids[r["id"]] = self._ids.get(r["id"], 0) + 1
+        if occurrence > 1:  # the analysis names it apart (<id>~2): an enrichment attaches by its occurrence
+            self.repeated[(self.capture, r["id"])] = occurrence
         anchor = self._anchor if self._anchor is not None else self._own_anchor(r)
         answer, digest = self.replies.of(r.get("id"))  # asked for every exchange, in record order, as the worker sends them
         r["session"] = recorded_session(r)  # blank, or read from its headers (older recorders)
@@ -604,14 +613,17 @@ class _Scan:
         return self._headers.setdefault(key, headers)
 
     def _settings_of(self, item: Item, capture: int, occurrence: int) -> dict[str, Any] | None:
-        """The source's effective settings of ``item``, as the analysis attaches its enrichments: of an
-        id several of its capture's exchanges carry, those of an enrichment that names which of them
-        (its ``occurrence``); one that names the id alone names none of them for sure, so none is taken
-        and the item is counted (``unpinned``)."""
-        if (capture, item.source_id) not in self.repeated:
+        """The source's effective settings of ``item``, as the analysis attaches its enrichments
+        (``decode.enrichment_attached``): of an id several of its capture's exchanges carry, those of an
+        enrichment that names which of them (its ``occurrence``). One that names the id alone, or an
+        occurrence past the id's exchanges, is attached to none: an item of that id left with no
+        enrichment of its own is counted (``unpinned``), as the analysis counts that enrichment; one
+        whose id's enrichments each name another of its exchanges simply has none, as in the analysis."""
+        key = (capture, item.source_id)
+        if key not in self.repeated:
             return self.settings.get((capture, item.source_id, None))
         settings = self.settings.get((capture, item.source_id, occurrence))
-        if settings is None and (capture, item.source_id, None) in self.settings:
+        if settings is None and (key in self.loose or self.furthest.get(key, 0) > self.repeated[key]):
             self.unpinned.add(id(item))
         return settings
 

@@ -195,6 +195,26 @@ def is_generation(record: Mapping[str, Any]) -> bool:
     return body is not None and asks_for_tokens(api_for(record.get("path"), body), body)
 
 
+def generation_since_wl3(record: Mapping[str, Any]) -> bool:
+    """Whether a generation request (``is_generation``) was none before infertap read a body sent
+    compressed, llama.cpp's ``/infill`` with no ``prompt``, SGLang's and TGI's ``/generate`` and
+    ``/v1/responses/compact``: an older infertap left it out of the workload identity, which is then
+    tagged ``wl3`` (``capture.identity.version_of``). The body is read only where the route asks it."""
+    route = (record.get("path") or "").split("?", 1)[0].rstrip("/")
+    if route.endswith(("/responses/compact", "/generate_stream")):
+        return True
+    raw = record.get("request_body") or b""
+    if unencoded(raw, record.get("request_headers")) is not raw:  # read decoded: raw, it was no JSON
+        return True
+    if not route.endswith((_GENERATE, "/infill")):
+        return False
+    body = json_body(raw)
+    if body is None:
+        return False
+    api = api_for(record.get("path"), body)
+    return api in (SGLANG_GENERATE, TGI_GENERATE) or (api is LLAMACPP and not any(key in body for key in _INPUTS))
+
+
 def not_in_file(record: Mapping[str, Any]) -> bool:
     """Whether the record's response body was sent and is not in the file it was imported from
     (``body_not_in_file``), or is a WebSocket's messages the import left out (``websocket_messages``):

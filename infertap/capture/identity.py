@@ -32,9 +32,13 @@ infertap refused itself (the engine never saw them). Two hashes identify it:
   are each hashed as ``Apart`` does (``APART``).
 
 Each is shown after its version tag (``wl1:`` and 16 hex digits), which says the rule that hashed
-it: ``wl2`` where any generation request hashed sent an asked header (an older infertap hashed the
-same requests without them: its ``wl1:`` of that capture is another hash, and the tag says why),
-``wl1`` where none did (the hash both rules give). The hashes themselves are seeded ``wl1`` either way.
+it: ``wl3`` where any generation request hashed is one an older infertap left out of the workload (a
+body sent compressed, llama.cpp's ``/infill`` with no ``prompt``, SGLang's and TGI's ``/generate``,
+``/v1/responses/compact``: ``apis.read.generation_since_wl3``), else ``wl2`` where any sent an asked
+header (an older infertap hashed the same requests without them), else ``wl1`` (the hash every rule
+gives). An older infertap's hash of a ``wl2`` or ``wl3`` capture is another hash under an older tag, and
+the tag says why; a replay whose source identity was hashed under another tag says so
+(``relation_to_source``), not that its text differs. The hashes themselves are seeded ``wl1`` either way.
 
 A request sent with a body not kept (``request_body_unknown``) can't be hashed: it is counted apart
 (``bodies_unknown``), and an identity with any is no proof of the same traffic.
@@ -78,11 +82,23 @@ VERSION = "wl1"
 #: An identity over requests any of which sent one: hashed with them in its digest, which an older
 #: infertap (``wl1`` alone) left out, so its hash of the same capture was another ``wl1:``.
 ASKED_VERSION = "wl2"
+#: An identity over generation requests any of which an older infertap (``wl1``, ``wl2``) left out
+#: (``apis.read.generation_since_wl3``): its hash of the same capture was another, under its tag.
+READ_VERSION = "wl3"
+_TAGS = (VERSION, ASKED_VERSION, READ_VERSION)  # oldest rule first
 
 
-def version_of(asked: bool) -> str:
-    """The version tag of an identity, ``asked``: whether any request it hashes sent an asked header."""
-    return ASKED_VERSION if asked else VERSION
+def version_of(asked: bool, newer: bool = False) -> str:
+    """The version tag of an identity, ``asked``: whether any request it hashes sent an asked header;
+    ``newer``: whether any is a generation request only since ``READ_VERSION``."""
+    return READ_VERSION if newer else ASKED_VERSION if asked else VERSION
+
+
+def generation_since_wl3(record: dict[str, Any]) -> bool:
+    """``infertap.apis.read.generation_since_wl3``, its readers imported on first use (as ``is_generation``)."""
+    from infertap.apis.read import generation_since_wl3 as since
+
+    return since(record)
 
 
 #: Request headers that change what a request asks, not where it goes or who asks: the features
@@ -246,13 +262,14 @@ class Sent:
     size: int
     rechained: bool = False  # a replayed Responses turn sent with the target's id for the response it continues
     asked: bool = False  # it sent a header of ASKED_HEADERS, in its digest: the identity is ASKED_VERSION's
+    newer: bool = False  # a generation request only since READ_VERSION (generation_since_wl3): the identity is its
 
 
 def identity_of(requests: Iterable[Sent], exchanges: int | None = None) -> WorkloadIdentity:
     """The identity of these requests, whatever order they come in (they are put in send order)."""
     tally = IdentityTally()
     for r in requests:
-        tally.add_sent(r.digest, r.t_ns, r.size, r.rechained, r.asked)
+        tally.add_sent(r.digest, r.t_ns, r.size, r.rechained, r.asked, r.newer)
     return tally.identity(exchanges)
 
 
@@ -359,6 +376,7 @@ class IdentityTally:
         self._bodies_unknown = 0
         self._apart: dict[str, list[bytes]] = {name: [] for name in APART}  # (send time, digest) of each, packed as ``_keys``
         self._asked = False  # whether a generation request sent an asked header (the identity's version)
+        self._newer = False  # whether one is a generation request only since READ_VERSION (the identity's version)
 
     def add(self, record: dict[str, Any], generation: bool | None = None, digest: bytes | None = None) -> None:
         """Count ``record``; ``generation``, when the caller has read the request already, saves
@@ -376,7 +394,8 @@ class IdentityTally:
                 size = len(record.get("request_body") or b"")
                 asked = asked_headers(record.get("request_headers"))
                 digest = exchange_digest(record, asked) if digest is None else digest
-                self.add_sent(digest, sent_time(self._anchor, record), size, "rechained_from" in record, bool(asked))
+                rechained, newer = "rechained_from" in record, generation_since_wl3(record)
+                self.add_sent(digest, sent_time(self._anchor, record), size, rechained, bool(asked), newer)
                 self._count_capped(record)
             elif kind := apart_kind(record):  # no text to time, but traffic: in the media or embeddings identity
                 self._apart[kind].append(_packed(sent_time(self._anchor, record), exchange_digest(record)))
@@ -388,9 +407,13 @@ class IdentityTally:
             behind = int(record.get("sent_ns") or 0) - record["scheduled_ns"] - int(record.get("dep_wait_ns") or 0)
             self._behind_ns = max(self._behind_ns, behind)
 
-    def add_sent(self, digest: bytes, t_ns: int, size: int, rechained: bool = False, asked: bool = False) -> None:
-        """One generation request: its digest, when it was sent, its body's size and whether it sent an asked header."""
+    def add_sent(
+        self, digest: bytes, t_ns: int, size: int, rechained: bool = False, asked: bool = False, newer: bool = False
+    ) -> None:
+        """One generation request: its digest, when it was sent, its body's size, whether it sent an asked
+        header and whether it is one only since ``READ_VERSION``."""
         self._asked = self._asked or asked
+        self._newer = self._newer or newer
         if 0 <= t_ns + _TIME_BIAS < 1 << (8 * _TIME_BYTES):
             self._keys.append((t_ns + _TIME_BIAS).to_bytes(_TIME_BYTES, "big") + digest)
         else:
@@ -404,7 +427,7 @@ class IdentityTally:
         keys = self._keys
         keys.sort()
         hashes = OrderedHashes()
-        hashes.asked = self._asked
+        hashes.asked, hashes.newer = self._asked, self._newer
         if self._odd:  # merged with the packed ones, in the same (time, digest) order
             ordered = sorted([(int.from_bytes(k[:_TIME_BYTES], "big") - _TIME_BIAS, k[_TIME_BYTES:]) for k in keys] + self._odd)
             for i in range(0, len(ordered), _HASHED):
@@ -475,11 +498,14 @@ class OrderedHashes:
         self.first: int | None = None
         self.requests = 0
         self.asked = False  # whether any request sent an asked header: tagged ASKED_VERSION, not VERSION
+        self.newer = False  # whether any is a generation request only since READ_VERSION: tagged it
 
-    def add(self, times: list[int], digests: list[bytes], asked: bool = False) -> None:
+    def add(self, times: list[int], digests: list[bytes], asked: bool = False, newer: bool = False) -> None:
         """The next requests in order: their send times (ns) and digests; ``asked``: whether any of
-        them sent an asked header (``ASKED_HEADERS``)."""
+        them sent an asked header (``ASKED_HEADERS``); ``newer``: whether any is a generation request
+        only since ``READ_VERSION``."""
         self.asked = self.asked or asked
+        self.newer = self.newer or newer
         if not times:
             return
         if self.first is None:
@@ -497,7 +523,7 @@ class OrderedHashes:
             request_bytes=request_bytes,
             exchanges=exchanges,
             rechained=rechained,
-            version=version_of(self.asked),
+            version=version_of(self.asked, self.newer),
         )
 
 
@@ -610,9 +636,19 @@ def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]
         # Its image, video, speech and embeddings requests are traffic too: the same as the source's only where
         # both identities say so (a source hashed by an older infertap has none: not known).
         apart = {name: _apart_as_source(source, identity, name) for name in APART}
-        text = None if not source else source.get("workload") == out["workload"] and not left_out
+        # A source hashed under an older tag than this identity's, and nothing the replay did changes its
+        # requests: an older infertap's rule hashed the source (it left requests out, or hashed them
+        # otherwise), so a hash unlike this one's is no other text, only not known to be the same.
+        tag = (source.get("version") or VERSION) if source else None
+        known = tag in _TAGS and identity.version in _TAGS
+        older = known and _TAGS.index(str(tag)) < _TAGS.index(identity.version)
+        other_rule = bool(source and older and not derived and source.get("workload") != out["workload"])
+        out["source_hashed_by"] = tag if other_rule else None
+        text = None if not source or other_rule else source.get("workload") == out["workload"] and not left_out
         # The same requests sent in another order (a closed loop): the derivation can't name it, the set can.
-        text_set = None if not source or not source.get("request_set") else source["request_set"] == out["request_set"]
+        text_set = (
+            None if not source or not source.get("request_set") or other_rule else source["request_set"] == out["request_set"]
+        )
         text_set = text_set and not left_out
         out["same_text_as_source"] = text
         out["same_text_requests_as_source"] = text_set
@@ -712,6 +748,11 @@ def relation_to_source(workload: dict[str, Any], schedule: str, named: str, orig
         text = f"the same text requests as {named}{order}{moved}"
     else:
         moved = schedule_change(source, schedule, workload.get("schedule_by"), False)
+        if tag := workload.get("source_hashed_by"):  # not known to be other text: hashed by another rule
+            return (
+                f"not known to be the same requests as {named}: hashed by another rule ({tag}, this capture's "
+                f"{workload.get('version', VERSION)}: an older infertap recorded the source's identity){moved}"
+            )
         changes = ", ".join(derived) or "no transform recorded (the target's answers changed a request)"
         return f"derived from {origin or named} by {changes}{moved}"
     changes = " and ".join(c for n in APART if (c := workload.get(f"{n}_change")))

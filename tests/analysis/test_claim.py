@@ -545,7 +545,7 @@ def test_analysis_identities_stream_in_order_in_groups(source):
         a.con.register("given", given)
         a.con.execute("CREATE TABLE r AS SELECT g, digest, size, t::HUGEINT AS t FROM given")
         # Group x has requests that sent an asked header (size 7 of them, as it happens): tagged wl2.
-        asked = "g = 'x' AND size = 7 AS asked"
+        asked = "g = 'x' AND size = 7 AS asked, false AS newer"
         found = identities(a, f"SELECT g, digest, size, {asked}, t FROM r", 1)
         moved = identities(a, f"SELECT g, digest, size, {asked}, CASE WHEN size = 0 THEN t + 1000000 ELSE t END AS t FROM r", 1)
     for g in ("x", "y", None):

@@ -81,7 +81,10 @@ def test_an_enrichment_of_an_id_two_exchanges_carry_is_attached_to_none(tmp_path
         assert kept == {"dup": False, "one": True}  # the row is kept, said unattached
         assert an.sql("SELECT exchange_id FROM enrichment_latest").fetchall() == [("one",)]
         [warning] = an.warnings
-        assert "1 enrichment names one of those ids, which exchange it was written for unknown: attached to none" in warning
+        assert (
+            "1 enrichment names one of those ids and no exchange of it (no occurrence, or one past the id's exchanges): attached to none"
+            in warning
+        )
     with Workspace() as ws:
         Run(a, ws, "a", metrics=False)
         assert ws.con.execute("SELECT exchange_id FROM a_e").fetchall() == [("one",)]

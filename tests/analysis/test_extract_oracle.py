@@ -1299,3 +1299,37 @@ def test_a_product_of_letters_after_a_slash_is_the_whole_divisor(a: str, b: str,
 )
 def test_a_quotient_by_a_number_times_pi_keeps_its_pi(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{(x+1)2\\frac{1}{2}}", "\\boxed{x+1}", False),  # was x+1: the mixed number dropped
+        ("\\boxed{(x+1)2\\frac{1}{2}}", "\\boxed{\\frac{5x+5}{2}}", True),
+        ("\\boxed{x\\cdot 2\\frac{1}{2}}", "\\boxed{x}", False),  # was x
+        ("\\boxed{x\\cdot 2\\frac{1}{2}}", "\\boxed{\\frac{5x}{2}}", True),
+        ("\\boxed{3 \\cdot 2\\frac12}", "\\boxed{3}", False),  # was 3
+        ("\\boxed{3 \\cdot 2\\frac12}", "\\boxed{7.5}", True),
+        ("\\boxed{2\\frac{1}{2}\\cdot 3}", "\\boxed{3}", False),  # was 3
+        ("\\boxed{x + 2\\frac{1}{2}}", "\\boxed{x+1}", False),  # was x+1
+        ("\\boxed{x + 2\\frac{1}{2}}", "\\boxed{x + 2.5}", True),
+        ("\\boxed{n!+1}", "\\boxed{1}", False),  # was 1: the factorial dropped
+        ("\\boxed{n!+1}", "\\boxed{n! + 1}", True),  # kept as written, spelled one way
+        ("\\boxed{n!-1}", "\\boxed{-1}", False),  # was -1
+        ("\\boxed{1-n!}", "\\boxed{1-n}", False),  # was 1-n
+        ("\\boxed{n! \\cdot 2}", "\\boxed{2}", False),  # was 2
+        ("\\boxed{2n!}", "\\boxed{2n}", False),  # was 2n
+        ("\\boxed{(n+1)!}", "\\boxed{n+1}", False),  # was n+1
+        ("\\boxed{5!}", "\\boxed{5}", False),  # was 5
+        ("\\boxed{5!}", "\\boxed{120}", True),
+        ("\\boxed{3!+1}", "\\boxed{7}", True),
+        ("\\boxed{\\frac{1}{2}\\cdot 4!}", "\\boxed{2}", False),  # was 2
+        ("\\boxed{\\frac{1}{2}\\cdot 4!}", "\\boxed{12}", True),
+        ("\\boxed{\\frac{5!}{3!}}", "\\boxed{20}", True),
+        ("\\boxed{\\binom{5}{2}}", "\\boxed{10}", True),  # was kept as written: another answer than 10
+        ("\\boxed{\\binom{5}{2}+1}", "\\boxed{11}", True),
+        ("\\boxed{\\binom{5}{2}+1}", "\\boxed{10}", False),
+    ],
+)
+def test_a_factorial_binomial_or_mixed_number_is_read_with_the_rest(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)

@@ -755,3 +755,36 @@ def test_a_session_whose_embeddings_request_failed_on_one_side_is_not_called_ide
     same = compare(tmp_path / "a", tmp_path / "same")["sessions"]
     assert (same["sessions"], same["compared"]) == (1, 1), same
     assert same["first_differing_turn"] == {"identical": 1, "differing": 0, "by_turn": {}}, same
+
+
+def test_a_session_whose_embeddings_request_b_lacks_is_not_called_identical(tmp_path):
+    """An embeddings request of A's session with no counterpart on B at all left the session's verdict
+    alone: called identical though B never retrieved. Now it is not compared, counted unpaired, as a
+    session whose turn B lacks is; with the request on B too it is compared, and identical."""
+    vector = [0.5, -0.25, 0.125]
+
+    def run(embeds: bool, turns: int = 2) -> list[dict[str, Any]]:
+        history: list[str] = []
+        xs: list[dict[str, Any]] = []
+        for t in range(turns):
+            history = [*history, f"q{t}"]
+            xs.append({"id": f"s{t}", "session": "s", "offset_s": 2 * t, "body": _messages(*history), "chunks": [_reply(f"a{t}")]})  # fmt: skip
+            history = [*history, f"a{t}"]
+            if t == 0 and embeds:
+                xs.append({"id": "se", "session": "s", "offset_s": 1, "path": "/v1/embeddings", "body": {"model": "m", "input": "look up"}, "chunks": [_embedded(vector)]})  # fmt: skip
+        return xs
+
+    write_capture(tmp_path / "a", run(embeds=True))
+    write_capture(tmp_path / "lacks", run(embeds=False))
+    write_capture(tmp_path / "turn", run(embeds=True, turns=1))
+    write_capture(tmp_path / "same", run(embeds=True))
+    lacks = compare(tmp_path / "a", tmp_path / "lacks")["sessions"]
+    # Must differ from identical: B has no retrieval for the session, so it is not compared, as below.
+    assert (lacks["sessions"], lacks["compared"]) == (1, 0), lacks
+    assert lacks["first_differing_turn"]["identical"] == 0, lacks
+    turn = compare(tmp_path / "a", tmp_path / "turn")["sessions"]  # B lacks a generation turn instead
+    assert lacks["partial_by_reason"] == turn["partial_by_reason"] == {"unpaired": 1, "failed": 0, "unfinished": 0}
+    # Must match: with the request on B too, the session is compared and identical.
+    same = compare(tmp_path / "a", tmp_path / "same")["sessions"]
+    assert (same["sessions"], same["compared"]) == (1, 1), same
+    assert same["first_differing_turn"] == {"identical": 1, "differing": 0, "by_turn": {}}, same
