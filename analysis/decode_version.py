@@ -116,4 +116,5 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 88: OpenAI's ``/v1/responses/compact`` (the Codex CLI's compaction) is a generation request read as a
 #: Responses answer (its usage, its compaction item); the user messages it restates are not its text.
 #: 89: requests.digest holds Bedrock's guardrail and trace headers (identity.ASKED_HEADERS) where sent.
-DECODE_VERSION = 89
+#: 90: requests.sampling reads SGLang's ``sampling_seed`` and ``min_new_tokens`` as ``seed`` and ``min_tokens``.
+DECODE_VERSION = 90

@@ -21,13 +21,81 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from .openai import stop_reason_json, stop_value
-from .shapes import Api, Delta, Turn, as_dict, as_int, as_list, prompt_text
+from .shapes import Api, Delta, SettingsPlace, Turn, as_dict, as_int, as_list, prompt_text
+
+# SGLang's ``SamplingParams`` (python/sglang/srt/sampling/sampling_params.py): an object, or a list
+# of them for a batch; its seed is ``sampling_seed`` (a field an older SGLang refuses by name).
+SGLANG_SETTINGS = SettingsPlace(
+    "sampling_params",
+    {
+        "temperature": "temperature",
+        "top_p": "top_p",
+        "top_k": "top_k",
+        "min_p": "min_p",
+        "repeat_penalty": "repetition_penalty",
+        "frequency_penalty": "frequency_penalty",
+        "presence_penalty": "presence_penalty",
+        "max_tokens": "max_new_tokens",
+        "min_tokens": "min_new_tokens",
+        "stop": "stop",
+        "seed": "sampling_seed",
+        "n": "n",
+    },
+    frozenset(
+        {
+            "stop_token_ids",
+            "stop_regex",
+            "ignore_eos",
+            "skip_special_tokens",
+            "spaces_between_special_tokens",
+            "no_stop_trim",
+            "json_schema",
+            "regex",
+            "ebnf",
+            "structural_tag",
+            "custom_params",
+            "stream_interval",
+            "logit_bias",
+        }
+    ),
+    lists=True,
+)
+# TGI's ``GenerateParameters`` (router/src/lib.rs); serde ignores a field it doesn't know.
+TGI_SETTINGS = SettingsPlace(
+    "parameters",
+    {
+        "temperature": "temperature",
+        "top_p": "top_p",
+        "top_k": "top_k",
+        "typical_p": "typical_p",
+        "repeat_penalty": "repetition_penalty",
+        "frequency_penalty": "frequency_penalty",
+        "max_tokens": "max_new_tokens",
+        "stop": "stop",
+        "seed": "seed",
+    },
+    frozenset(
+        {
+            "do_sample",
+            "best_of",
+            "details",
+            "decoder_input_details",
+            "return_full_text",
+            "truncate",
+            "watermark",
+            "top_n_tokens",
+            "grammar",
+            "adapter_id",
+        }
+    ),
+)
 
 
 class SglangGenerate(Api):
     name = "sglang-generate"
     finish_map: ClassVar[dict[str, str]] = {"stop": "stop", "length": "length", "abort": "error"}
     inputs: ClassVar[tuple[str, ...]] = ("text", "input_ids", "input_embeds")
+    settings_place = SGLANG_SETTINGS
 
     def event(self, obj: dict[str, Any]) -> Delta:
         meta = obj.get("meta_info")
@@ -62,6 +130,7 @@ class TgiGenerate(Api):
     name = "tgi-generate"
     finish_map: ClassVar[dict[str, str]] = {"eos_token": "stop", "stop_sequence": "stop", "length": "length"}
     inputs: ClassVar[tuple[str, ...]] = ("inputs",)
+    settings_place = TGI_SETTINGS
 
     def event(self, obj: dict[str, Any]) -> Delta:
         token = obj.get("token")

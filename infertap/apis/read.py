@@ -77,8 +77,9 @@ _BY_PATH: tuple[tuple[str, Api], ...] = (
     ("/infill", LLAMACPP),
     ("/generate_stream", TGI_STREAM),
 )
-# SGLang's and TGI's native route: one path, told apart by the body (``_generate_api``).
+# SGLang's and TGI's native route: one path, told apart by the body (``api_for``).
 _GENERATE = "/generate"
+_GENERATE_APIS = (TGI_GENERATE, SGLANG_GENERATE)
 # What a request for tokens carries, in one API or another (a chat body sent to /completions is
 # still a request for tokens, one the engine will refuse).
 _INPUTS = ("messages", "prompt", "input")
@@ -108,10 +109,10 @@ def api_for(path: str | None, body: Any = None) -> Api:
     if api is not None:
         return api
     route = (path or "").split("?", 1)[0].rstrip("/")
-    if route.endswith(_GENERATE) and isinstance(body, dict):
+    if isinstance(body, dict):
         # TGI's body holds ``inputs``, SGLang's ``text`` or ``input_ids``; a body of neither (vLLM's
         # old demo server's ``prompt``) is told by its shape as any other path's
-        for api in (TGI_GENERATE, SGLANG_GENERATE):
+        for api in body_apis(path):
             if asks_for_tokens(api, body):
                 return api
     if route.endswith(_NOT_GENERATION) or not isinstance(body, dict):
@@ -121,6 +122,14 @@ def api_for(path: str | None, body: Any = None) -> Api:
     if "anthropic_version" in body and "messages" in body:
         return MESSAGES  # Anthropic's Messages on Vertex AI (``...:rawPredict``) or Bedrock (``/model/.../invoke``)
     return CHAT if "messages" in body else COMPLETIONS if "prompt" in body else UNKNOWN
+
+
+def body_apis(path: str | None) -> tuple[Api, ...]:
+    """The adapters a request's body chooses among at ``path`` (``/generate``: TGI's or SGLang's),
+    before the shapes any path's body may have: what a check that sees the path alone must allow for."""
+    if _by_path(path) is not None:
+        return ()
+    return _GENERATE_APIS if (path or "").split("?", 1)[0].rstrip("/").endswith(_GENERATE) else ()
 
 
 def _by_path(path: str | None) -> Api | None:
