@@ -117,4 +117,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: Responses answer (its usage, its compaction item); the user messages it restates are not its text.
 #: 89: requests.digest holds Bedrock's guardrail and trace headers (identity.ASKED_HEADERS) where sent.
 #: 90: requests.sampling reads SGLang's ``sampling_seed`` and ``min_new_tokens`` as ``seed`` and ``min_tokens``.
-DECODE_VERSION = 90
+#: 91: Bedrock's Converse (``/model/{id}/converse``) is read as itself (api bedrock-converse), not as chat:
+#: its settings, tools, answer and usage; ``/converse-stream`` is a generation request whose answer is unread.
+DECODE_VERSION = 91

@@ -1,9 +1,10 @@
 """Where a replay's sampling settings go in a request of an API that reads them in an object of
 their own (``apis.SettingsPlace``): SGLang's ``/generate`` in ``sampling_params``, TGI's in
-``parameters``. A ``--set temperature=0`` written at the top level there is read by nothing, and
-the replay would run with other settings than it says; so each setting goes in that object under
-the API's own name (``max_tokens`` as ``max_new_tokens``), and one the API has no name for is
-refused, never written where it is ignored. (Ollama's ``options`` take any name: ``transforms``.)
+``parameters``, Bedrock's Converse in ``inferenceConfig``. A ``--set temperature=0`` written at the
+top level there is read by nothing (or refused), and the replay would run with other settings than
+it says; so each setting goes in that object under the API's own name (``max_tokens`` as
+``max_new_tokens``, ``maxTokens``), and one the API has no name for is refused, never written where
+it is ignored. (Ollama's ``options`` take any name: ``transforms``.)
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ class NoPlace(InfertapError):
 
 
 def own_name(place: SettingsPlace, name: str) -> str | None:
-    """The API's name for the setting ``name`` (any spelling infertap knows), else None: no setting of it."""
+    """The API's name for the setting ``name`` (any spelling infertap knows, or the API's own:
+    Converse's ``maxTokens``), else None: no setting of it."""
     own = place.names.get(canonical(name))
-    return own if own is not None else name if name in place.others else None
+    if own is not None:
+        return own
+    return name if name in place.others or name in place.names.values() else None
 
 
 def is_setting(name: str) -> bool:
@@ -56,9 +60,7 @@ def no_place(api: Api, name: str) -> str:
     place = api.settings_place
     assert place is not None
     known = ", ".join(sorted(set(place.names.values())))
-    return (
-        f"{api.name} reads no setting {name!r} (its sampling settings go in {place.key!r}: {known}); the server would ignore it"
-    )
+    return f"{api.name} reads no setting {name!r} (its sampling settings go in {place.key!r}: {known}); written elsewhere, the server would not apply it"
 
 
 def open_place(api: Api, body: dict[str, Any]) -> None:

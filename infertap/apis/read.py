@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .body import NOT_IN_FILE, NOT_KEPT, decoding, ended_payloads, framing, head_of, invalid_utf8, unencoded
+from .converse import UNREAD_STREAM, Converse, ConverseStream
 from .fastjson import loads, loads_exact
 from .generate import SglangGenerate, TgiGenerate, TgiGenerateStream
 from .llamacpp import LlamaCpp
@@ -46,6 +47,7 @@ from .shapes import (
 CHAT, COMPLETIONS, RESPONSES, MESSAGES = Chat(), Completions(), Responses(), Messages()
 OLLAMA_CHAT, OLLAMA_GENERATE, LLAMACPP = OllamaChat(), OllamaGenerate(), LlamaCpp()
 SGLANG_GENERATE, TGI_GENERATE, TGI_STREAM = SglangGenerate(), TgiGenerate(), TgiGenerateStream()
+CONVERSE, CONVERSE_STREAM = Converse(), ConverseStream()
 UNKNOWN = Api()
 APIS: dict[str, Api] = {
     api.name: api
@@ -60,6 +62,8 @@ APIS: dict[str, Api] = {
         SGLANG_GENERATE,
         TGI_GENERATE,
         TGI_STREAM,
+        CONVERSE,
+        CONVERSE_STREAM,
     )
 }
 
@@ -76,6 +80,9 @@ _BY_PATH: tuple[tuple[str, Api], ...] = (
     ("/completion", LLAMACPP),
     ("/infill", LLAMACPP),
     ("/generate_stream", TGI_STREAM),
+    # Bedrock's Converse (``/model/{modelId}/converse``): its ``messages`` are no chat's
+    ("/converse", CONVERSE),
+    ("/converse-stream", CONVERSE_STREAM),
 )
 # SGLang's and TGI's native route: one path, told apart by the body (``api_for``).
 _GENERATE = "/generate"
@@ -241,6 +248,8 @@ def read_response(record: Mapping[str, Any], api: Api | None = None) -> Output:
         other = sniff(events)
         if other is not None and other is not api:
             out = fold(other, events, how)
+    if not out.readable and api is CONVERSE_STREAM and out.api == api.name:
+        out.error = UNREAD_STREAM  # binary frames: unread, said so, never read as another API's
     out.after_end = rest if rest.strip() else b""
     out.invalid_utf8 = invalid_utf8(b"".join(pieces))
     return out

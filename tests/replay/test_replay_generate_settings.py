@@ -132,3 +132,21 @@ def test_compare_sees_the_settings_a_replay_set(fake, tmp_path):
     ]
     run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "again", probe=True, telemetry=False))
     assert compare(tmp_path / "plain", tmp_path / "again")["config"]["settings"] == []
+
+
+def test_bedrock_converse_settings_go_in_its_inference_config(fake, tmp_path):
+    """Converse reads ``inferenceConfig`` in its own names (``maxTokens``); a ``top_k`` it has no
+    place for there (a model's own field, ``additionalModelRequestFields``) is refused."""
+    app, url = fake
+    path = "/model/m/converse"
+    body = {"messages": [{"role": "user", "content": [{"text": "hi"}]}], "inferenceConfig": {"temperature": 0.5}}
+    write_capture(tmp_path / "src", [{"path": path, "body": body, "chunks": [b"{}"]}])
+    transforms = Transforms(set_values=[("temperature", 0), ("max_tokens", 8)])
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, transforms=transforms))
+    (sent,) = _sent(app)[path]
+    assert sent == {**body, "inferenceConfig": {"temperature": 0, "maxTokens": 8}}
+    app.requests.clear()
+    with pytest.raises(ReplayError, match=r"--set top_k: bedrock-converse reads no setting 'top_k'"):
+        refused = Transforms(set_values=[("top_k", 5)])
+        run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out2", probe=False, transforms=refused))
+    assert not app.requests
