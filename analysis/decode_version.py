@@ -119,4 +119,5 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 90: requests.sampling reads SGLang's ``sampling_seed`` and ``min_new_tokens`` as ``seed`` and ``min_tokens``.
 #: 91: Bedrock's Converse (``/model/{id}/converse``) is read as itself (api bedrock-converse), not as chat:
 #: its settings, tools, answer and usage; ``/converse-stream`` is a generation request whose answer is unread.
-DECODE_VERSION = 91
+#: 92: SGLang's answer to a batch of prompts (a JSON array) is read, each prompt's answer a choice.
+DECODE_VERSION = 92

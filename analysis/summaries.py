@@ -137,7 +137,8 @@ BATCH_BYTES = 8 << 20
 #: 73: a ``/v1/responses/compact`` answer is read (a generation request's, counted and compared).
 #: 74: request_key holds Bedrock's guardrail and trace headers (identity.ASKED_HEADERS) where sent.
 #: 75: Bedrock Converse answers are read (text, tool calls, stop reason, usage), not unreadable chat.
-SUMMARY_VERSION = 75
+#: 76: SGLang's batch answer (a JSON array) is read as several choices, not unreadable.
+SUMMARY_VERSION = 76
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

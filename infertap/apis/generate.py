@@ -91,6 +91,24 @@ TGI_SETTINGS = SettingsPlace(
 )
 
 
+#: Where ``batch_answers`` marks an answer's place in a batch (no key SGLang sends).
+_CHOICE = "\x00choice"
+_COUNTS = ("prompt_tokens", "completion_tokens", "cached_tokens")
+
+
+def batch_answers(answers: list[Any]) -> list[Any]:
+    """SGLang's answer to a batch (``text`` or ``input_ids`` a list of prompts): a JSON array, one
+    answer per prompt, each read as a choice of its own (its place marked), as n > 1 chat's are.
+    The first carries the batch's token counts, summed (as chat's usage counts every choice's
+    tokens); a count some answer lacks is unknown, never a part of the batch taken for all of it."""
+    metas = [as_dict(a.get("meta_info")) if isinstance(a, dict) else {} for a in answers]
+    totals = {k: sum(m[k] for m in metas) if all(as_int(m.get(k)) is not None for m in metas) else None for k in _COUNTS}
+    out = [{**a, _CHOICE: i} if i and isinstance(a, dict) else a for i, a in enumerate(answers)]
+    if out and isinstance(out[0], dict) and isinstance(out[0].get("meta_info"), dict):
+        out[0] = {**out[0], "meta_info": {**out[0]["meta_info"], **totals}}
+    return out
+
+
 class SglangGenerate(Api):
     name = "sglang-generate"
     finish_map: ClassVar[dict[str, str]] = {"stop": "stop", "length": "length", "abort": "error"}
@@ -113,7 +131,8 @@ class SglangGenerate(Api):
                 d.stop_sequence = finish["matched"] if stop_value(finish["matched"]) else None
             if finish["type"] == "abort":
                 d.error = str(finish.get("message") or "aborted")
-        return d
+        choice = as_int(obj.get(_CHOICE))
+        return Delta(known=True, choices={choice: d}) if choice else d
 
     def counts(self, usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
         return as_int(usage.get("prompt_tokens")), as_int(usage.get("cached_tokens")), as_int(usage.get("completion_tokens"))

@@ -17,7 +17,7 @@ from typing import Any
 from .body import NOT_IN_FILE, NOT_KEPT, decoding, ended_payloads, framing, head_of, invalid_utf8, unencoded
 from .converse import UNREAD_STREAM, Converse, ConverseStream
 from .fastjson import loads, loads_exact
-from .generate import SglangGenerate, TgiGenerate, TgiGenerateStream
+from .generate import SglangGenerate, TgiGenerate, TgiGenerateStream, batch_answers
 from .llamacpp import LlamaCpp
 from .media import media_kind
 from .messages import Messages
@@ -240,9 +240,10 @@ def read_response(record: Mapping[str, Any], api: Api | None = None) -> Output:
     how = framing(record, head_of(pieces))
     payloads, rest = ended_payloads(record, pieces, how)
     events = [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in payloads]
-    if api is LLAMACPP and how == "json" and len(events) == 1 and isinstance(whole := events[0].obj, list):
+    if api in (LLAMACPP, SGLANG_GENERATE) and how == "json" and len(events) == 1 and isinstance(whole := events[0].obj, list):
         # several prompts in one request: an array of answers, each read as a streamed event of its own
-        events = [Event(events[0].chunk, events[0].data, _NOTHING, answer) for answer in whole]
+        answers = batch_answers(whole) if api is SGLANG_GENERATE else whole
+        events = [Event(events[0].chunk, events[0].data, _NOTHING, answer) for answer in answers]
     out = fold(api, events, how)
     if not out.readable:
         other = sniff(events)

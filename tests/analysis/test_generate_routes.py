@@ -196,3 +196,48 @@ def test_generate_requests_are_in_the_workload_identity(tmp_path: Path, path: st
 
     assert run("a", "one") == run("b", "one")
     assert run("c", "one") != run("d", "two")
+
+
+_BATCH = {"text": ["The capital of France is", "2 + 2 ="], "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
+
+
+def _sglang_batch(*answers: tuple[str, str], latency: float = 0.25) -> list[bytes]:
+    """SGLang's answer to a batch of prompts: a JSON array, one answer per prompt, each with its own counts."""
+    said = []
+    for i, (text, finish) in enumerate(answers):
+        meta = _meta(len(text.split()), {"type": finish}, latency) | {"prompt_tokens": 6 + i}
+        said.append({"text": text, "meta_info": meta})
+    return [json.dumps(said).encode()]
+
+
+def test_an_sglang_batch_answer_is_read_as_several_choices() -> None:
+    """Each prompt's answer a choice, as n > 1 chat's: the first the answer, the others its choices;
+    the token counts the batch's (each answer's summed), as chat's usage counts every choice."""
+    chunks = _sglang_batch((" Paris, of course.", "stop"), (" 4", "length"))
+    record = {
+        "path": "/generate",
+        "request_body": json.dumps(_BATCH).encode(),
+        "request_headers": [["content-type", _JSON]],
+        "response_headers": [["content-type", _JSON]],
+        "chunks": chunks,
+    }
+    out = read_response(record)
+    assert out.readable and out.error is None
+    assert (out.text, out.finish_reason) == (" Paris, of course.", "stop")
+    assert [(c["index"], c["text"]) for c in out.choices] == [(1, " 4")] and out.choices_finish == ["length"]
+    answers = json.loads(chunks[0])
+    assert out.prompt_tokens == sum(a["meta_info"]["prompt_tokens"] for a in answers)
+    assert out.output_tokens == sum(a["meta_info"]["completion_tokens"] for a in answers)
+
+
+def test_sglang_batch_answers_that_differ_in_any_prompt_differ_and_the_same_match(tmp_path: Path) -> None:
+    api = ("/generate", _BATCH, _JSON)
+    first = (" Paris.", "stop")
+    differ = {"second answer": (api, _sglang_batch(first, (" 4", "stop")), _sglang_batch(first, (" 5", "stop")))}
+    a, b = pair_captures(tmp_path / "differ", differ)
+    d = compare(a, b, top=1)["divergence"]
+    assert d["exact_match_rate"] == 0 and _read_both(d) == 1, d["counts"]
+    same = {"same": (api, _sglang_batch(first, (" 4", "stop")), _sglang_batch(first, (" 4", "stop"), latency=0.5))}
+    a, b = pair_captures(tmp_path / "same", same)
+    d = compare(a, b, top=1)["divergence"]
+    assert d["exact_match_rate"] == 1 and _read_both(d) == 1 and d["most_divergent"] == []
