@@ -120,4 +120,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 91: Bedrock's Converse (``/model/{id}/converse``) is read as itself (api bedrock-converse), not as chat:
 #: its settings, tools, answer and usage; ``/converse-stream`` is a generation request whose answer is unread.
 #: 92: SGLang's answer to a batch of prompts (a JSON array) is read, each prompt's answer a choice.
-DECODE_VERSION = 92
+#: 93: an SGLang batch's stream is read per prompt (its events' ``index``), its token counts every
+#: prompt's summed; a batch's list of ``sampling_params`` reads as the settings its prompts share.
+DECODE_VERSION = 93

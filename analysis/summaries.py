@@ -138,7 +138,8 @@ BATCH_BYTES = 8 << 20
 #: 74: request_key holds Bedrock's guardrail and trace headers (identity.ASKED_HEADERS) where sent.
 #: 75: Bedrock Converse answers are read (text, tool calls, stop reason, usage), not unreadable chat.
 #: 76: SGLang's batch answer (a JSON array) is read as several choices, not unreadable.
-SUMMARY_VERSION = 76
+#: 77: an SGLang batch's stream is read per prompt (each prompt's answer a choice), not run together.
+SUMMARY_VERSION = 77
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

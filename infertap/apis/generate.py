@@ -91,22 +91,16 @@ TGI_SETTINGS = SettingsPlace(
 )
 
 
-#: Where ``batch_answers`` marks an answer's place in a batch (no key SGLang sends).
-_CHOICE = "\x00choice"
-_COUNTS = ("prompt_tokens", "completion_tokens", "cached_tokens")
+#: Which prompt of a batch an answer is of: SGLang's own key on its batch stream's events, given
+#: by ``batch_answers`` to a whole batch's answers by their place.
+_CHOICE = "index"
+_COUNTS = ("prompt_tokens", "cached_tokens", "completion_tokens")
 
 
 def batch_answers(answers: list[Any]) -> list[Any]:
     """SGLang's answer to a batch (``text`` or ``input_ids`` a list of prompts): a JSON array, one
-    answer per prompt, each read as a choice of its own (its place marked), as n > 1 chat's are.
-    The first carries the batch's token counts, summed (as chat's usage counts every choice's
-    tokens); a count some answer lacks is unknown, never a part of the batch taken for all of it."""
-    metas = [as_dict(a.get("meta_info")) if isinstance(a, dict) else {} for a in answers]
-    totals = {k: sum(m[k] for m in metas) if all(as_int(m.get(k)) is not None for m in metas) else None for k in _COUNTS}
-    out = [{**a, _CHOICE: i} if i and isinstance(a, dict) else a for i, a in enumerate(answers)]
-    if out and isinstance(out[0], dict) and isinstance(out[0].get("meta_info"), dict):
-        out[0] = {**out[0], "meta_info": {**out[0]["meta_info"], **totals}}
-    return out
+    answer per prompt, each read as a choice of its own (its place its ``index``), as n > 1 chat's are."""
+    return [{_CHOICE: i, **a} if i and isinstance(a, dict) else a for i, a in enumerate(answers)]
 
 
 class SglangGenerate(Api):
@@ -132,17 +126,33 @@ class SglangGenerate(Api):
             if finish["type"] == "abort":
                 d.error = str(finish.get("message") or "aborted")
         choice = as_int(obj.get(_CHOICE))
-        return Delta(known=True, choices={choice: d}) if choice else d
+        if not choice:
+            return d
+        # Another prompt's answer: its counts kept under its own names, the batch's the sum (``counts``)
+        counts = {f"{k}#{choice}": v for k, v in (d.usage or {}).items()}
+        return Delta(known=True, choices={choice: d}, usage=counts or None)
 
     def counts(self, usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
-        return as_int(usage.get("prompt_tokens")), as_int(usage.get("cached_tokens")), as_int(usage.get("completion_tokens"))
+        """The answer's counts; a batch's, every prompt's summed (``name#k``: the k-th prompt's), as
+        chat's usage counts every choice's tokens."""
+        sums = []
+        for name in _COUNTS:
+            each = [as_int(v) for k, v in usage.items() if k == name or k.startswith(f"{name}#")]
+            sums.append(None if not each or None in each else sum(n for n in each if n is not None))
+        return sums[0], sums[1], sums[2]
 
     def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
         prompt = body.get("text") if body.get("text") is not None else body.get("input_ids")
         return ((Turn("user", prompt_text(prompt)),) if prompt is not None else ()), None, None
 
     def sampling(self, body: dict[str, Any]) -> dict[str, Any]:
-        return dict(as_dict(body.get("sampling_params")))
+        """``sampling_params``; of a batch's list (one object per prompt), the settings every prompt shares."""
+        given = body.get("sampling_params")
+        if not isinstance(given, list):
+            return dict(as_dict(given))
+        each = [as_dict(p) for p in given]
+        first = each[0] if each else {}
+        return {k: v for k, v in first.items() if all(k in p and p[k] == v for p in each[1:])}
 
 
 class TgiGenerate(Api):

@@ -344,6 +344,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     layout: list[str] | None = None  # a whole answer's
     readable, read = False, api.event  # locals: the loop runs per streamed event
     so_far = ""  # an API whose events each say the text so far (``Delta.so_far``): that text
+    choices_so_far: dict[int, str] = {}  # and each other choice's
     for event in events:
         obj = event.obj
         if not isinstance(obj, dict):
@@ -358,9 +359,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             d.known, d.error = True, message
         readable = readable or d.known
         if d.so_far:
-            said = d.content
-            d.content = said[len(so_far) :] if said.startswith(so_far) else said
-            so_far = said if said.startswith(so_far) else so_far + said
+            d.content, so_far = new_text(d.content, so_far)
         if d.content:
             text.append(d.content)
         if d.reasoning:
@@ -389,6 +388,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             listed.extend(d.listed)
         if d.choices:
             for k, other in d.choices.items():
+                if other.so_far:  # each choice's text so far its own (SGLang's stream of a batch)
+                    other.content, choices_so_far[k] = new_text(other.content, choices_so_far.get(k, ""))
                 others.setdefault(k, []).append(other)
         encrypted += d.encrypted
         restated = d.restated or restated
@@ -455,6 +456,15 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     elif not out.readable and out.error is None:
         out.error = f"no event has a shape of the {api.name} API" if api is not UNKNOWN else "no known API's shape"
     return out
+
+
+def new_text(said: str, so_far: str) -> tuple[str, str]:
+    """An event's new text, of one that says the text so far (``Delta.so_far``), and the text so far
+    after it: what it adds, or all of it where it does not continue the text before (an
+    incremental stream's event)."""
+    if said.startswith(so_far):
+        return said[len(so_far) :], said
+    return said, so_far + said
 
 
 def _add_restated(calls: dict[int, dict[str, Any]], restated: Delta, out: Output, results: list[Any], kept: list[Any]) -> None:

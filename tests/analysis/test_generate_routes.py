@@ -241,3 +241,38 @@ def test_sglang_batch_answers_that_differ_in_any_prompt_differ_and_the_same_matc
     a, b = pair_captures(tmp_path / "same", same)
     d = compare(a, b, top=1)["divergence"]
     assert d["exact_match_rate"] == 1 and _read_both(d) == 1 and d["most_divergent"] == []
+
+
+def test_an_sglang_batch_stream_is_read_per_prompt() -> None:
+    """A batch's stream interleaves its prompts' events, each with its ``index`` and the text so far
+    of its own prompt: each prompt's answer is its own last text, not the events' texts run together."""
+    said = [(0, "The"), (1, "4"), (0, "The cat"), (1, "4."), (0, "The cat sat")]
+    last = {0: 4, 1: 3}
+    events = []
+    for i, (index, text) in enumerate(said):
+        finish = {"type": "stop"} if i == last[index] else None
+        meta = _meta(len(text), finish) | {"prompt_tokens": 6 + index}
+        events.append(b"data: " + json.dumps({"index": index, "text": text, "meta_info": meta}).encode() + b"\n\n")
+    record = {
+        "path": "/generate",
+        "request_body": json.dumps({**_BATCH, "stream": True}).encode(),
+        "request_headers": [["content-type", _JSON]],
+        "response_headers": [["content-type", _SSE]],
+        "chunks": [*events, b"data: [DONE]\n\n"],
+    }
+    out = read_response(record)
+    assert out.readable and out.error is None and out.text == "The cat sat" and out.finish_reason == "stop"
+    assert [(c["index"], c["text"], c["finish_reason"]) for c in out.choices] == [(1, "4.", "stop")]
+    assert out.output_tokens == len("The cat sat") + len("4.") and out.prompt_tokens == 6 + 7
+
+
+def test_a_batch_with_settings_per_prompt_reads_the_settings_they_share() -> None:
+    """``sampling_params`` a list, one object per prompt: a setting every prompt has alike is the
+    request's; one they differ in (or one prompt lacks) is none."""
+    params = [{"temperature": 0, "top_k": 5, "max_new_tokens": 8}, {"temperature": 0, "top_k": 7}]
+    record = {
+        "path": "/generate",
+        "request_body": json.dumps({**_BATCH, "sampling_params": params}).encode(),
+        "request_headers": [["content-type", _JSON]],
+    }
+    assert read_request(record).sampling == {"temperature": 0}

@@ -150,3 +150,18 @@ def test_bedrock_converse_settings_go_in_its_inference_config(fake, tmp_path):
         refused = Transforms(set_values=[("top_k", 5)])
         run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out2", probe=False, transforms=refused))
     assert not app.requests
+
+
+def test_a_batch_with_settings_per_prompt_gets_the_setting_in_each(fake, tmp_path):
+    """SGLang's batch may give each prompt its own ``sampling_params``: a setting goes in every one,
+    and the replay's request then reads it as the request's (every prompt shares it)."""
+    app, url = fake
+    body = {"text": ["a", "b"], "sampling_params": [{"temperature": 0.7}, {"temperature": 0.9, "top_k": 3}]}
+    write_capture(tmp_path / "src", [{"path": "/generate", "body": body, "chunks": [b"[]"]}])
+    transforms = Transforms(set_values=[("temperature", 0)])
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, transforms=transforms))
+    (sent,) = _sent(app)["/generate"]
+    assert sent["sampling_params"] == [{"temperature": 0}, {"temperature": 0, "top_k": 3}]
+    (x,) = CaptureReader(tmp_path / "out").exchanges()
+    assert read_request(x).sampling == {"temperature": 0}
+    assert read_request(next(CaptureReader(tmp_path / "src").exchanges())).sampling == {}  # the prompts differed
