@@ -123,4 +123,10 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: (enrichments.attached false, its exchange_id the id), not to an ``<id>~k`` no exchange carries.
 #: 93: requests.newer: a generation request an older infertap left out of the workload identity (a body sent
 #: compressed, a prompt-less /infill, /generate, /v1/responses/compact): the identity is tagged wl3.
-DECODE_VERSION = 93
+#: 94: requests.sampling reads SGLang's ``sampling_seed`` and ``min_new_tokens`` as ``seed`` and ``min_tokens``.
+#: 95: Bedrock's Converse (``/model/{id}/converse``) is read as itself (api bedrock-converse), not as chat:
+#: its settings, tools, answer and usage; ``/converse-stream`` is a generation request whose answer is unread.
+#: 96: SGLang's answer to a batch of prompts (a JSON array) is read, each prompt's answer a choice.
+#: 97: an SGLang batch's stream is read per prompt (its events' ``index``), its token counts every
+#: prompt's summed; a batch's list of ``sampling_params`` reads as the settings its prompts share.
+DECODE_VERSION = 97

@@ -139,7 +139,10 @@ BATCH_BYTES = 8 << 20
 #: 74: request_key holds Bedrock's guardrail and trace headers (identity.ASKED_HEADERS) where sent.
 #: 75: an SGLang ``/generate`` stream trimmed at its stop string answers its last event's text.
 #: 76: an enrichment whose ``occurrence`` is past its repeated id's exchanges is attached to none.
-SUMMARY_VERSION = 76
+#: 77: Bedrock Converse answers are read (text, tool calls, stop reason, usage), not unreadable chat.
+#: 78: SGLang's batch answer (a JSON array) is read as several choices, not unreadable.
+#: 79: an SGLang batch's stream is read per prompt (each prompt's answer a choice), not run together.
+SUMMARY_VERSION = 79
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

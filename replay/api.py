@@ -173,8 +173,11 @@ def _transform(workload: Workload, transforms: Transforms, target_kind: str | No
         item, why = workload.refused
         raise ReplayError(f"exchange {item.source_id} ({item.method} {item.path}): {why}")
     bodies = Bodies(items, transforms, target_kind)
-    if transforms.pinning_matters:  # a pinned setting can decide whether a --set applies: check with it
+    # A pinned setting can decide whether a --set applies, and one may have no place in its API: check with them.
+    if transforms.pinning_matters or transforms.pin_defaults:
         for item in items:
+            if not (transforms.pinning_matters or (item.settings and transforms.places_settings(item.path))):
+                continue
             try:
                 transforms.body(item.body, pinned=_pinned(item), target_kind=target_kind, path=item.path, headers=item.headers)
             except TransformError as exc:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_plus
 
-from infertap.apis import api_for
+from infertap.apis import Api, api_for, body_apis
 from infertap.apis.fastjson import loads
 from infertap.capture.records import SESSION_HEADERS
 from infertap.capture.redact import REDACTED, redacted_url, without_redacted
@@ -24,6 +24,7 @@ from infertap.errors import InfertapError
 from infertap.proxy.hops import HOP_REQUEST, connection_named
 
 from .encoded_body import body_encoding, decode, encode
+from .setting_places import NoPlace, is_setting, open_place, setting_paths
 
 
 class TransformError(InfertapError):
@@ -214,11 +215,16 @@ class Transforms:
         does before writing it out; whether any applied. A workload runs it on each request as it
         loads, so that a transform that can't apply is an error before anything is sent. On
         Ollama's native API (``path``) a sampling setting, set, unset or pinned, goes in ``options``:
-        Ollama ignores a top-level ``temperature``. A pinned setting replaces one the body has only
+        Ollama ignores a top-level ``temperature``; on SGLang's and TGI's ``/generate`` in
+        ``sampling_params`` and ``parameters``, under their names (``_apply_placed``). A pinned
+        setting replaces one the body has only
         where the source ignored that field (its value never applied there, so the target must not
         apply it either)."""
         changed = False
-        ollama = path is not None and api_for(path, body).name in _OPTIONS_APIS
+        api = api_for(path, body) if path is not None else None
+        if api is not None and api.settings_place is not None:
+            return self._apply_placed(api, body, pinned)
+        ollama = api is not None and api.name in _OPTIONS_APIS
         where = _in_options if ollama else _as_given
         if ollama and "options" in body and body["options"] is None and self._fills_options(pinned):
             body["options"] = {}  # Ollama reads a null options as none (Go's nil map): settings go in a new one
@@ -233,18 +239,52 @@ class Transforms:
                 if field_name in pin.ignored or not _has_path(body, dotted):
                     set_path(body, dotted, _own(pin.value))
                     changed = True
-        model = body.get("model")
-        if self.model:
-            body["model"] = self.model
-            changed = True
-        elif isinstance(model, str) and model in self.model_map:
-            body["model"] = self.model_map[model]
-            changed = True
+        changed = self._model(body) or changed
         for dotted, value in self.set_values:
             set_path(body, where(dotted), _own(value))
             changed = True
         for dotted in self.unset:
             changed = unset_path(body, where(dotted)) or changed
+        return changed
+
+    def _model(self, body: dict[str, Any]) -> bool:
+        """``--model`` or ``--model-map`` applied to ``body``; whether either did."""
+        model = body.get("model")
+        if self.model:
+            body["model"] = self.model
+            return True
+        if isinstance(model, str) and model in self.model_map:
+            body["model"] = self.model_map[model]
+            return True
+        return False
+
+    def _apply_placed(self, api: Api, body: dict[str, Any], pinned: Mapping[str, Pin] | None) -> bool:
+        """``apply`` on a request whose API reads its settings in an object of their own
+        (``setting_places``: SGLang's and TGI's ``/generate``), each under the API's own name
+        there; one it has no name for refused, set or pinned."""
+        changed = False
+        settings = [d for d, _ in self.set_values if is_setting(d.split(".", 1)[0])]
+        option = "--pin-defaults" if self.pin_defaults else f"--set {settings[0]}" if settings else ""
+        try:
+            if option:
+                open_place(api, body)  # checked whatever this request's pins, as Ollama's options
+            for name, pin in (pinned or {}).items():
+                for dotted in setting_paths(api, body, name, refuse=True):
+                    field_name = dotted.rsplit(".", 1)[-1]
+                    if field_name in pin.ignored or not _has_path(body, dotted):
+                        set_path(body, dotted, _own(pin.value))
+                        changed = True
+            for option_value in self.set_values:
+                option = f"--set {option_value[0]}"
+                for dotted in setting_paths(api, body, option_value[0], refuse=True):
+                    set_path(body, dotted, _own(option_value[1]))
+                    changed = True
+        except NoPlace as exc:
+            raise TransformError(f"{option}: {exc}") from exc
+        changed = self._model(body) or changed
+        for given in self.unset:
+            for dotted in setting_paths(api, body, given, refuse=False):
+                changed = unset_path(body, dotted) or changed
         return changed
 
     def _fills_options(self, pinned: Mapping[str, Pin] | None) -> bool:
@@ -274,11 +314,22 @@ class Transforms:
     def can_refuse(self, path: str | None) -> bool:
         """Whether ``apply`` can fail on some JSON object sent to ``path``: only a ``--set`` of a
         dotted path can (a key on the way holds something other than an object), and on Ollama's
-        API one of a sampling setting or ``--pin-defaults`` (they go in ``options``)."""
+        API one of a sampling setting or ``--pin-defaults`` (they go in ``options``), and on an API
+        that reads settings in an object of its own (``places_settings``) any ``--set`` or pin."""
         ollama = path is not None and api_for(path).name in _OPTIONS_APIS
         if ollama and self.pin_defaults:
             return True
+        if self.places_settings(path):  # a setting it has no name for, or an object that can't hold one
+            return bool(self.set_values) or self.pin_defaults
         return any("." in (_in_options(dotted) if ollama else dotted) for dotted, _ in self.set_values)
+
+    @staticmethod
+    def places_settings(path: str | None) -> bool:
+        """Whether a request to ``path`` may speak an API that reads its settings in an object of
+        their own (``setting_places``): its path names one, or its body chooses one (``/generate``)."""
+        if path is None:
+            return False
+        return api_for(path).settings_place is not None or any(a.settings_place is not None for a in body_apis(path))
 
     @property
     def pinning_matters(self) -> bool:
@@ -441,9 +492,12 @@ def _as_given(dotted: str) -> str:
 def _has_path(body: dict[str, Any], dotted: str) -> bool:
     node: Any = body
     for key in dotted.split("."):
-        if not isinstance(node, dict) or key not in node:
+        if isinstance(node, list) and (i := _index(node, key)) is not None:
+            node = node[i]
+        elif isinstance(node, dict) and key in node:
+            node = node[key]
+        else:
             return False
-        node = node[key]
     return True
 
 

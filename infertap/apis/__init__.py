@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # what the type checker sees; at run time each name is import
     from .read import (
         APIS,
         api_for,
+        body_apis,
         is_generation,
         json_body,
         not_in_file,
@@ -38,7 +39,19 @@ if TYPE_CHECKING:  # what the type checker sees; at run time each name is import
         stream_done,
     )
     from .sampling import ALIASES, SAMPLING, canonical, sampling_fields
-    from .shapes import FINISH_REASONS, Api, Delta, Event, Output, Request, ToolCallPart, Turn, canonical_arguments, one_prompt
+    from .shapes import (
+        FINISH_REASONS,
+        Api,
+        Delta,
+        Event,
+        Output,
+        Request,
+        SettingsPlace,
+        ToolCallPart,
+        Turn,
+        canonical_arguments,
+        one_prompt,
+    )
     from .unfinished import ErrorMarkScan, cut_short, ended_answer, ended_unfinished, unfinished
 
 #: Where each public name lives.
@@ -63,9 +76,11 @@ _HOME = {
     "Event": ".shapes",
     "Output": ".shapes",
     "Request": ".shapes",
+    "SettingsPlace": ".shapes",
     "ToolCallPart": ".shapes",
     "Turn": ".shapes",
     "api_for": ".read",
+    "body_apis": ".read",
     "canonical": ".sampling",
     "canonical_arguments": ".shapes",
     "decoded_chunks": ".body",
@@ -120,9 +135,11 @@ __all__ = [
     "Event",
     "Output",
     "Request",
+    "SettingsPlace",
     "ToolCallPart",
     "Turn",
     "api_for",
+    "body_apis",
     "canonical",
     "canonical_arguments",
     "decoded_chunks",

@@ -22,13 +22,93 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from .openai import stop_reason_json, stop_value
-from .shapes import Api, Delta, Turn, as_dict, as_int, as_list, prompt_text
+from .shapes import Api, Delta, SettingsPlace, Turn, as_dict, as_int, as_list, prompt_text
+
+# SGLang's ``SamplingParams`` (python/sglang/srt/sampling/sampling_params.py): an object, or a list
+# of them for a batch; its seed is ``sampling_seed`` (a field an older SGLang refuses by name).
+SGLANG_SETTINGS = SettingsPlace(
+    "sampling_params",
+    {
+        "temperature": "temperature",
+        "top_p": "top_p",
+        "top_k": "top_k",
+        "min_p": "min_p",
+        "repeat_penalty": "repetition_penalty",
+        "frequency_penalty": "frequency_penalty",
+        "presence_penalty": "presence_penalty",
+        "max_tokens": "max_new_tokens",
+        "min_tokens": "min_new_tokens",
+        "stop": "stop",
+        "seed": "sampling_seed",
+        "n": "n",
+    },
+    frozenset(
+        {
+            "stop_token_ids",
+            "stop_regex",
+            "ignore_eos",
+            "skip_special_tokens",
+            "spaces_between_special_tokens",
+            "no_stop_trim",
+            "json_schema",
+            "regex",
+            "ebnf",
+            "structural_tag",
+            "custom_params",
+            "stream_interval",
+            "logit_bias",
+        }
+    ),
+    lists=True,
+)
+# TGI's ``GenerateParameters`` (router/src/lib.rs); serde ignores a field it doesn't know.
+TGI_SETTINGS = SettingsPlace(
+    "parameters",
+    {
+        "temperature": "temperature",
+        "top_p": "top_p",
+        "top_k": "top_k",
+        "typical_p": "typical_p",
+        "repeat_penalty": "repetition_penalty",
+        "frequency_penalty": "frequency_penalty",
+        "max_tokens": "max_new_tokens",
+        "stop": "stop",
+        "seed": "seed",
+    },
+    frozenset(
+        {
+            "do_sample",
+            "best_of",
+            "details",
+            "decoder_input_details",
+            "return_full_text",
+            "truncate",
+            "watermark",
+            "top_n_tokens",
+            "grammar",
+            "adapter_id",
+        }
+    ),
+)
+
+
+#: Which prompt of a batch an answer is of: SGLang's own key on its batch stream's events, given
+#: by ``batch_answers`` to a whole batch's answers by their place.
+_CHOICE = "index"
+_COUNTS = ("prompt_tokens", "cached_tokens", "completion_tokens")
+
+
+def batch_answers(answers: list[Any]) -> list[Any]:
+    """SGLang's answer to a batch (``text`` or ``input_ids`` a list of prompts): a JSON array, one
+    answer per prompt, each read as a choice of its own (its place its ``index``), as n > 1 chat's are."""
+    return [{_CHOICE: i, **a} if i and isinstance(a, dict) else a for i, a in enumerate(answers)]
 
 
 class SglangGenerate(Api):
     name = "sglang-generate"
     finish_map: ClassVar[dict[str, str]] = {"stop": "stop", "length": "length", "abort": "error"}
     inputs: ClassVar[tuple[str, ...]] = ("text", "input_ids", "input_embeds")
+    settings_place = SGLANG_SETTINGS
 
     def event(self, obj: dict[str, Any]) -> Delta:
         meta = obj.get("meta_info")
@@ -46,23 +126,41 @@ class SglangGenerate(Api):
                 d.stop_sequence = finish["matched"] if stop_value(finish["matched"]) else None
             if finish["type"] == "abort":
                 d.error = str(finish.get("message") or "aborted")
-        return d
+        choice = as_int(obj.get(_CHOICE))
+        if not choice:
+            return d
+        # Another prompt's answer: its counts kept under its own names, the batch's the sum (``counts``)
+        counts = {f"{k}#{choice}": v for k, v in (d.usage or {}).items()}
+        return Delta(known=True, choices={choice: d}, usage=counts or None)
 
     def counts(self, usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
-        return as_int(usage.get("prompt_tokens")), as_int(usage.get("cached_tokens")), as_int(usage.get("completion_tokens"))
+        """The answer's counts; a batch's, every prompt's summed (``name#k``: the k-th prompt's), as
+        chat's usage counts every choice's tokens."""
+        sums = []
+        for name in _COUNTS:
+            each = [as_int(v) for k, v in usage.items() if k == name or k.startswith(f"{name}#")]
+            sums.append(None if not each or None in each else sum(n for n in each if n is not None))
+        return sums[0], sums[1], sums[2]
 
     def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
         prompt = body.get("text") if body.get("text") is not None else body.get("input_ids")
         return ((Turn("user", prompt_text(prompt)),) if prompt is not None else ()), None, None
 
     def sampling(self, body: dict[str, Any]) -> dict[str, Any]:
-        return dict(as_dict(body.get("sampling_params")))
+        """``sampling_params``; of a batch's list (one object per prompt), the settings every prompt shares."""
+        given = body.get("sampling_params")
+        if not isinstance(given, list):
+            return dict(as_dict(given))
+        each = [as_dict(p) for p in given]
+        first = each[0] if each else {}
+        return {k: v for k, v in first.items() if all(k in p and p[k] == v for p in each[1:])}
 
 
 class TgiGenerate(Api):
     name = "tgi-generate"
     finish_map: ClassVar[dict[str, str]] = {"eos_token": "stop", "stop_sequence": "stop", "length": "length"}
     inputs: ClassVar[tuple[str, ...]] = ("inputs",)
+    settings_place = TGI_SETTINGS
 
     def event(self, obj: dict[str, Any]) -> Delta:
         token = obj.get("token")

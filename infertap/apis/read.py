@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from .body import NOT_IN_FILE, NOT_KEPT, decoding, ended_payloads, framing, head_of, invalid_utf8, unencoded
+from .converse import UNREAD_STREAM, Converse, ConverseStream
 from .fastjson import loads, loads_exact
-from .generate import SglangGenerate, TgiGenerate, TgiGenerateStream
+from .generate import SglangGenerate, TgiGenerate, TgiGenerateStream, batch_answers
 from .llamacpp import LlamaCpp
 from .media import media_kind
 from .messages import Messages
@@ -46,6 +47,7 @@ from .shapes import (
 CHAT, COMPLETIONS, RESPONSES, MESSAGES = Chat(), Completions(), Responses(), Messages()
 OLLAMA_CHAT, OLLAMA_GENERATE, LLAMACPP = OllamaChat(), OllamaGenerate(), LlamaCpp()
 SGLANG_GENERATE, TGI_GENERATE, TGI_STREAM = SglangGenerate(), TgiGenerate(), TgiGenerateStream()
+CONVERSE, CONVERSE_STREAM = Converse(), ConverseStream()
 UNKNOWN = Api()
 APIS: dict[str, Api] = {
     api.name: api
@@ -60,6 +62,8 @@ APIS: dict[str, Api] = {
         SGLANG_GENERATE,
         TGI_GENERATE,
         TGI_STREAM,
+        CONVERSE,
+        CONVERSE_STREAM,
     )
 }
 
@@ -76,9 +80,13 @@ _BY_PATH: tuple[tuple[str, Api], ...] = (
     ("/completion", LLAMACPP),
     ("/infill", LLAMACPP),
     ("/generate_stream", TGI_STREAM),
+    # Bedrock's Converse (``/model/{modelId}/converse``): its ``messages`` are no chat's
+    ("/converse", CONVERSE),
+    ("/converse-stream", CONVERSE_STREAM),
 )
-# SGLang's and TGI's native route: one path, told apart by the body (``_generate_api``).
+# SGLang's and TGI's native route: one path, told apart by the body (``api_for``).
 _GENERATE = "/generate"
+_GENERATE_APIS = (TGI_GENERATE, SGLANG_GENERATE)
 # What a request for tokens carries, in one API or another (a chat body sent to /completions is
 # still a request for tokens, one the engine will refuse).
 _INPUTS = ("messages", "prompt", "input")
@@ -108,10 +116,10 @@ def api_for(path: str | None, body: Any = None) -> Api:
     if api is not None:
         return api
     route = (path or "").split("?", 1)[0].rstrip("/")
-    if route.endswith(_GENERATE) and isinstance(body, dict):
+    if isinstance(body, dict):
         # TGI's body holds ``inputs``, SGLang's ``text`` or ``input_ids``; a body of neither (vLLM's
         # old demo server's ``prompt``) is told by its shape as any other path's
-        for api in (TGI_GENERATE, SGLANG_GENERATE):
+        for api in body_apis(path):
             if asks_for_tokens(api, body):
                 return api
     if route.endswith(_NOT_GENERATION) or not isinstance(body, dict):
@@ -121,6 +129,14 @@ def api_for(path: str | None, body: Any = None) -> Api:
     if "anthropic_version" in body and "messages" in body:
         return MESSAGES  # Anthropic's Messages on Vertex AI (``...:rawPredict``) or Bedrock (``/model/.../invoke``)
     return CHAT if "messages" in body else COMPLETIONS if "prompt" in body else UNKNOWN
+
+
+def body_apis(path: str | None) -> tuple[Api, ...]:
+    """The adapters a request's body chooses among at ``path`` (``/generate``: TGI's or SGLang's),
+    before the shapes any path's body may have: what a check that sees the path alone must allow for."""
+    if _by_path(path) is not None:
+        return ()
+    return _GENERATE_APIS if (path or "").split("?", 1)[0].rstrip("/").endswith(_GENERATE) else ()
 
 
 def _by_path(path: str | None) -> Api | None:
@@ -244,14 +260,17 @@ def read_response(record: Mapping[str, Any], api: Api | None = None) -> Output:
     how = framing(record, head_of(pieces))
     payloads, rest = ended_payloads(record, pieces, how)
     events = [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in payloads]
-    if api is LLAMACPP and how == "json" and len(events) == 1 and isinstance(whole := events[0].obj, list):
+    if api in (LLAMACPP, SGLANG_GENERATE) and how == "json" and len(events) == 1 and isinstance(whole := events[0].obj, list):
         # several prompts in one request: an array of answers, each read as a streamed event of its own
-        events = [Event(events[0].chunk, events[0].data, _NOTHING, answer) for answer in whole]
+        answers = batch_answers(whole) if api is SGLANG_GENERATE else whole
+        events = [Event(events[0].chunk, events[0].data, _NOTHING, answer) for answer in answers]
     out = fold(api, events, how)
     if not out.readable:
         other = sniff(events)
         if other is not None and other is not api:
             out = fold(other, events, how)
+    if not out.readable and api is CONVERSE_STREAM and out.api == api.name:
+        out.error = UNREAD_STREAM  # binary frames: unread, said so, never read as another API's
     out.after_end = rest if rest.strip() else b""
     out.invalid_utf8 = invalid_utf8(b"".join(pieces))
     return out
@@ -346,6 +365,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     readable, read = False, api.event  # locals: the loop runs per streamed event
     so_far = ""  # an API whose events each say the text so far (``Delta.so_far``): that text
     cumulative = False  # whether one of them repeated the text before it: they are the text so far
+    choices_so_far: dict[int, tuple[str, bool]] = {}  # and each other choice's (text so far, cumulative)
     for event in events:
         obj = event.obj
         if not isinstance(obj, dict):
@@ -360,17 +380,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             d.known, d.error = True, message
         readable = readable or d.known
         if d.so_far:
-            said = d.content
-            if said.startswith(so_far):  # the text so far and what this event adds
-                d.content, cumulative = said[len(so_far) :], cumulative or bool(so_far)
-            elif cumulative and said and so_far.startswith(said):
-                # shorter: the end said before cut off (SGLang 0.4 trims a stop string that spans
-                # tokens from its last event's text); it adds nothing, and the answer is its text
-                # (an empty text, an abort's, cuts nothing)
-                d.content = ""
-            else:  # text that does not continue it (``--incremental-streaming-output``): new text
-                said = so_far + said
-            so_far = said
+            d.content, so_far, cumulative = new_text(d.content, so_far, cumulative)
         if d.content:
             text.append(d.content)
         if d.reasoning:
@@ -399,6 +409,9 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             listed.extend(d.listed)
         if d.choices:
             for k, other in d.choices.items():
+                if other.so_far:  # each choice's text so far its own (SGLang's stream of a batch)
+                    other.content, said, grew = new_text(other.content, *choices_so_far.get(k, ("", False)))
+                    choices_so_far[k] = (said, grew)
                 others.setdefault(k, []).append(other)
         encrypted += d.encrypted
         restated = d.restated or restated
@@ -449,6 +462,10 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     out.finish_reason_raw = finish
     out.finish_reason = api.finish(finish, out.client_calls)
     out.choices = [other_choice(k, deltas) for k, deltas in sorted(others.items())]
+    for choice in out.choices:  # a cumulative choice's answer is its last text, as the first's (new_text)
+        said, grew = choices_so_far.get(choice["index"], ("", False))
+        if grew:
+            choice["text"] = said
     out.choices_finish = [api.finish(c["finish_reason"], any(not t.get("server") for t in c["tool_calls"])) for c in out.choices]
     if out.error_message is None and (api is CHAT or api is COMPLETIONS):
         out.error_message = choices_error(out.finish_reason, out.choices)  # a choice that ended in an error
@@ -465,6 +482,20 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     elif not out.readable and out.error is None:
         out.error = f"no event has a shape of the {api.name} API" if api is not UNKNOWN else "no known API's shape"
     return out
+
+
+def new_text(said: str, so_far: str, cumulative: bool) -> tuple[str, str, bool]:
+    """An event's new text, of one that says the text so far (``Delta.so_far``), the text so far
+    after it, and whether the events have shown they are cumulative (one repeated the text before
+    it): what it adds, or all of it where it does not continue the text before (an incremental
+    stream's event). One shorter than the text before it that it begins, once cumulative, adds
+    nothing and is the text so far: SGLang 0.4 trims a stop string that spans tokens already sent
+    from its last event's text (an empty text, an abort's, cuts nothing)."""
+    if said.startswith(so_far):
+        return said[len(so_far) :], said, cumulative or bool(so_far)
+    if cumulative and said and so_far.startswith(said):
+        return "", said, True
+    return said, so_far + said, cumulative
 
 
 def _add_restated(calls: dict[int, dict[str, Any]], restated: Delta, out: Output, results: list[Any], kept: list[Any]) -> None:

@@ -15,6 +15,8 @@ ALIASES = {
     "max_output_tokens": "max_tokens",  # OpenAI Responses
     "stop_sequences": "stop",  # Anthropic Messages
     "mirostat_mode": "mirostat",
+    "min_new_tokens": "min_tokens",  # SGLang's sampling_params
+    "sampling_seed": "seed",  # SGLang's sampling_params
 }
 SAMPLING = (
     "temperature",
@@ -51,6 +53,7 @@ PRECEDENCE = {
     "repeat_penalty": ("repeat_penalty", "repetition_penalty"),
     "stop": ("stop", "stop_sequences"),
     "mirostat": ("mirostat", "mirostat_mode"),
+    "seed": ("seed", "sampling_seed"),
 }
 _RANK = {key: rank for keys in PRECEDENCE.values() for rank, key in enumerate(keys)}
 

@@ -273,6 +273,21 @@ class Request:
         return users[-1] if users else None
 
 
+@dataclass(frozen=True)
+class SettingsPlace:
+    """Where an API reads its sampling settings when not at the top level of a request body, so
+    that a replay's ``--set temperature=0`` lands where the server reads it, not where it reads
+    nothing: the object ``key`` (``sampling_params``), a list of such objects too where ``lists``
+    (one per prompt of a batch); each setting under the API's own name, by canonical name
+    (``sampling.canonical``: ``max_tokens`` -> ``max_new_tokens``); ``others``, settings it reads
+    there that have no canonical name (``ignore_eos``). A sampling setting in neither has no place."""
+
+    key: str
+    names: Mapping[str, str]
+    others: frozenset[str] = frozenset()
+    lists: bool = False
+
+
 class Api:
     """An API family's adapter. Subclasses read their own shapes; this base knows none."""
 
@@ -282,6 +297,8 @@ class Api:
     #: What a request of this API asks for tokens with (``read.asks_for_tokens``); None: the common
     #: ``messages``, ``prompt`` or ``input``.
     inputs: ClassVar[tuple[str, ...] | None] = None
+    #: Where its sampling settings go (None: at the top level, under any name).
+    settings_place: ClassVar[SettingsPlace | None] = None
 
     def streams(self, body: dict[str, Any]) -> bool:
         """Whether the request asks for a stream: its ``stream`` (Ollama streams unless told not to,

@@ -2,7 +2,7 @@
 
 A capture's *workload* is its generation requests (those its API's adapter reads as asking for
 tokens: ``messages``, ``prompt`` or ``input``, or llama.cpp's ``/infill`` text around a gap, SGLang's
-``/generate`` ``text`` or ``input_ids``, TGI's ``inputs``; not ``/v1/models``, ``/tokenize`` or an image's
+``/generate`` ``text`` or ``input_ids``, TGI's ``inputs``, Bedrock Converse's ``messages``; not ``/v1/models``, ``/tokenize`` or an image's
 ``/images/generations``: ``infertap.apis.media.MEDIA_ROUTES``), less those
 infertap refused itself (the engine never saw them). Two hashes identify it:
 

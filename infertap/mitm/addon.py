@@ -50,6 +50,7 @@ _ROUTES = (
     r"tokenize|detokenize|apply-template|props",  # llama.cpp's
     r"generate(_stream)?",  # SGLang's and text-generation-inference's native routes
     r"model/[^/?]+/invoke(-with-response-stream)?",  # Bedrock (Anthropic's Messages among them)
+    r"model/[^/?]+/converse(-stream)?",  # Bedrock's Converse API
     r"[^/?]+:(stream)?[rR]awPredict",  # Vertex AI (Anthropic's Messages)
 )
 DEFAULT_PATHS = re.compile(rf"^(/[^?]*)?/({'|'.join(_ROUTES)})(\?|$|/)")

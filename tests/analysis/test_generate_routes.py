@@ -230,3 +230,111 @@ def test_an_sglang_stream_trimmed_at_its_stop_string_answers_its_last_text(tmp_p
     assert d["pairs"] == 2 and _read_both(d) == 2
     assert [p["api"][0] for p in d["most_divergent"]] == ["sglang-generate"], d["most_divergent"]
     assert d["counts"].get("exact") == 1, d["counts"]
+
+
+_BATCH = {"text": ["The capital of France is", "2 + 2 ="], "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
+
+
+def _sglang_batch(*answers: tuple[str, str], latency: float = 0.25) -> list[bytes]:
+    """SGLang's answer to a batch of prompts: a JSON array, one answer per prompt, each with its own counts."""
+    said = []
+    for i, (text, finish) in enumerate(answers):
+        meta = _meta(len(text.split()), {"type": finish}, latency) | {"prompt_tokens": 6 + i}
+        said.append({"text": text, "meta_info": meta})
+    return [json.dumps(said).encode()]
+
+
+def test_an_sglang_batch_answer_is_read_as_several_choices() -> None:
+    """Each prompt's answer a choice, as n > 1 chat's: the first the answer, the others its choices;
+    the token counts the batch's (each answer's summed), as chat's usage counts every choice."""
+    chunks = _sglang_batch((" Paris, of course.", "stop"), (" 4", "length"))
+    record = {
+        "path": "/generate",
+        "request_body": json.dumps(_BATCH).encode(),
+        "request_headers": [["content-type", _JSON]],
+        "response_headers": [["content-type", _JSON]],
+        "chunks": chunks,
+    }
+    out = read_response(record)
+    assert out.readable and out.error is None
+    assert (out.text, out.finish_reason) == (" Paris, of course.", "stop")
+    assert [(c["index"], c["text"]) for c in out.choices] == [(1, " 4")] and out.choices_finish == ["length"]
+    answers = json.loads(chunks[0])
+    assert out.prompt_tokens == sum(a["meta_info"]["prompt_tokens"] for a in answers)
+    assert out.output_tokens == sum(a["meta_info"]["completion_tokens"] for a in answers)
+
+
+def test_sglang_batch_answers_that_differ_in_any_prompt_differ_and_the_same_match(tmp_path: Path) -> None:
+    api = ("/generate", _BATCH, _JSON)
+    first = (" Paris.", "stop")
+    differ = {"second answer": (api, _sglang_batch(first, (" 4", "stop")), _sglang_batch(first, (" 5", "stop")))}
+    a, b = pair_captures(tmp_path / "differ", differ)
+    d = compare(a, b, top=1)["divergence"]
+    assert d["exact_match_rate"] == 0 and _read_both(d) == 1, d["counts"]
+    same = {"same": (api, _sglang_batch(first, (" 4", "stop")), _sglang_batch(first, (" 4", "stop"), latency=0.5))}
+    a, b = pair_captures(tmp_path / "same", same)
+    d = compare(a, b, top=1)["divergence"]
+    assert d["exact_match_rate"] == 1 and _read_both(d) == 1 and d["most_divergent"] == []
+
+
+def test_an_sglang_batch_stream_is_read_per_prompt() -> None:
+    """A batch's stream interleaves its prompts' events, each with its ``index`` and the text so far
+    of its own prompt: each prompt's answer is its own last text, not the events' texts run together."""
+    said = [(0, "The"), (1, "4"), (0, "The cat"), (1, "4."), (0, "The cat sat")]
+    last = {0: 4, 1: 3}
+    events = []
+    for i, (index, text) in enumerate(said):
+        finish = {"type": "stop"} if i == last[index] else None
+        meta = _meta(len(text), finish) | {"prompt_tokens": 6 + index}
+        events.append(b"data: " + json.dumps({"index": index, "text": text, "meta_info": meta}).encode() + b"\n\n")
+    record = {
+        "path": "/generate",
+        "request_body": json.dumps({**_BATCH, "stream": True}).encode(),
+        "request_headers": [["content-type", _JSON]],
+        "response_headers": [["content-type", _SSE]],
+        "chunks": [*events, b"data: [DONE]\n\n"],
+    }
+    out = read_response(record)
+    assert out.readable and out.error is None and out.text == "The cat sat" and out.finish_reason == "stop"
+    assert [(c["index"], c["text"], c["finish_reason"]) for c in out.choices] == [(1, "4.", "stop")]
+    assert out.output_tokens == len("The cat sat") + len("4.") and out.prompt_tokens == 6 + 7
+
+
+def test_a_batch_with_settings_per_prompt_reads_the_settings_they_share() -> None:
+    """``sampling_params`` a list, one object per prompt: a setting every prompt has alike is the
+    request's; one they differ in (or one prompt lacks) is none."""
+    params = [{"temperature": 0, "top_k": 5, "max_new_tokens": 8}, {"temperature": 0, "top_k": 7}]
+    record = {
+        "path": "/generate",
+        "request_body": json.dumps({**_BATCH, "sampling_params": params}).encode(),
+        "request_headers": [["content-type", _JSON]],
+    }
+    assert read_request(record).sampling == {"temperature": 0}
+
+
+def _batch_stream(said: list[tuple[int, str]]) -> dict[str, Any]:
+    """A batch's stream record: each event (prompt index, that prompt's text so far), the last of each
+    prompt with its finish, then [DONE]."""
+    last = {index: i for i, (index, _) in enumerate(said)}
+    events = []
+    for i, (index, text) in enumerate(said):
+        finish = {"type": "stop", "matched": " sat"} if i == last[index] else None
+        meta = _meta(len(text), finish) | {"prompt_tokens": 6 + index}
+        events.append(b"data: " + json.dumps({"index": index, "text": text, "meta_info": meta}).encode() + b"\n\n")
+    return {
+        "path": "/generate",
+        "request_body": json.dumps({**_BATCH, "stream": True}).encode(),
+        "request_headers": [["content-type", _JSON]],
+        "response_headers": [["content-type", _SSE]],
+        "chunks": [*events, b"data: [DONE]\n\n"],
+    }
+
+
+def test_a_batch_prompt_trimmed_at_its_stop_string_answers_its_last_text() -> None:
+    """Each prompt's stream is its own: a stop string trimmed from the second prompt's last text
+    (SGLang 0.4) makes that text its answer, as it does the first's, not the text before it with
+    the last added again; an untrimmed one reads as its last text too."""
+    trimmed = read_response(_batch_stream([(0, "A"), (1, "The"), (1, "The cat sa"), (0, "A b"), (1, "The cat")]))
+    assert trimmed.text == "A b" and [c["text"] for c in trimmed.choices] == ["The cat"]
+    grown = read_response(_batch_stream([(0, "A"), (1, "The"), (1, "The cat sa"), (0, "A b"), (1, "The cat sat")]))
+    assert grown.text == "A b" and [c["text"] for c in grown.choices] == ["The cat sat"]

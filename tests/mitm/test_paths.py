@@ -1,7 +1,7 @@
 """The default path filter of `infertap mitm` and `infertap import` keeps every route infertap's
 analysis reads (infertap/apis/read.py) and leaves other traffic out. It dropped llama.cpp's
 /infill and /embedding, SGLang's and TGI's /generate, Azure's /openai/responses and deployments' /embeddings, and Anthropic's
-Messages on Vertex AI (:streamRawPredict) and Bedrock (/model/.../invoke)."""
+Messages on Vertex AI (:streamRawPredict) and Bedrock (/model/.../invoke), Bedrock's Converse."""
 
 from __future__ import annotations
 
@@ -44,6 +44,8 @@ RECORDED = [
     "/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-sonnet-4@20250514:rawPredict",
     "/model/anthropic.claude-3-5-sonnet-20241022-v2:0/invoke",
     "/model/anthropic.claude-3-5-sonnet-20241022-v2%3A0/invoke-with-response-stream",
+    "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse",
+    "/model/amazon.nova-lite-v1:0/converse-stream",
 ]
 SKIPPED = [
     "/",
