@@ -123,4 +123,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: (enrichments.attached false, its exchange_id the id), not to an ``<id>~k`` no exchange carries.
 #: 93: requests.newer: a generation request an older infertap left out of the workload identity (a body sent
 #: compressed, a prompt-less /infill, /generate, /v1/responses/compact): the identity is tagged wl3.
-DECODE_VERSION = 93
+#: 94: exchanges.answer_text_only: an enrichment's count of an answer's text is its output count only where
+#: the text is all it generated (not of one that reasoned or called a tool: its token events count it).
+DECODE_VERSION = 94
