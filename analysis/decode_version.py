@@ -125,4 +125,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: compressed, a prompt-less /infill, /generate, /v1/responses/compact): the identity is tagged wl3.
 #: 94: exchanges.answer_text_only: an enrichment's count of an answer's text is its output count only where
 #: the text is all it generated (not of one that reasoned or called a tool: its token events count it).
-DECODE_VERSION = 94
+#: 95: a chat tool-call piece that names nothing and adds no argument text carries no token (events.tool_calls,
+#: token times, ttft, itl, token events), as an empty content "" carries none.
+DECODE_VERSION = 95
