@@ -30,6 +30,7 @@ from infertap.apis import (
     response_not_kept,
     sessions_of,
     stream_done,
+    text_is_output,
     think_times,
     tool_deltas,
     turns_of,
@@ -613,6 +614,7 @@ class Decoder:
                 *answer_tokens(
                     _int(parsed.output_tokens), streamed_generation=request.generation and parsed.streamed, token_events=tokens[4]
                 ),
+                text_is_output(parsed),
             )
         )
 

@@ -129,4 +129,8 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 96: SGLang's answer to a batch of prompts (a JSON array) is read, each prompt's answer a choice.
 #: 97: an SGLang batch's stream is read per prompt (its events' ``index``), its token counts every
 #: prompt's summed; a batch's list of ``sampling_params`` reads as the settings its prompts share.
-DECODE_VERSION = 97
+#: 98: exchanges.answer_text_only: an enrichment's count of an answer's text is its output count only where
+#: the text is all it generated (not of one that reasoned or called a tool: its token events count it).
+#: 99: a chat tool-call piece that names nothing and adds no argument text carries no token (events.tool_calls,
+#: token times, ttft, itl, token events), as an empty content "" carries none.
+DECODE_VERSION = 99

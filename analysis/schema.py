@@ -160,6 +160,9 @@ EXCHANGES = _schema(
     # generation answer's token events), and how ("usage", "chunks"): replay's summary counts by the same rule.
     ("answer_tokens", I64),
     ("answer_tokens_source", S),
+    # Its text is all it generated (infertap.apis.text_is_output): only then is an enrichment's count
+    # of its text (the engine's tokenizer on it) a count of its output tokens.
+    ("answer_text_only", B),
 )
 
 CHUNKS = _schema(

@@ -6,7 +6,7 @@ All times are ns since the exchange's request was sent upstream (the capture's o
 
 from __future__ import annotations
 
-from infertap.apis import FINISHING_APIS, MARKER_APIS
+from infertap.apis import FINISHING_APIS, MARKER_APIS, TOKEN_IDS_SOURCE
 
 # Chunks that carried generated output (text, reasoning text or a tool-call delta), with how many
 # such events each held: a chunk may carry several tokens, which is why itl is per chunk.
@@ -87,6 +87,10 @@ UNFINISHED = f"""coalesce(x.generation AND x.streamed AND x.status BETWEEN 200 A
               AND NOT x.stream_done AND x."end" = 'complete' AND x.readable
               AND x.error_message IS NULL)), false)"""
 
+# An enrichment's output count stands for the answer's output: one of its token ids, or of its text
+# where the text is all it generated (exchanges.answer_text_only).
+ENRICHED_COUNT = f"(e.output_tokens IS NOT NULL AND (x.answer_text_only OR e.output_source = '{TOKEN_IDS_SOURCE}'))"
+
 METRICS = """
 CREATE OR REPLACE VIEW metrics AS
 WITH base AS (
@@ -112,15 +116,18 @@ WITH base AS (
         x.first_token_ns AS t_first_token_ns, x.last_token_ns AS t_last_token_ns, x.finish_ns AS t_finish_ns,
         -- The answer's own count (infertap.apis.answer_tokens, decoded: its usage, else a streamed
         -- answer's token events, the rule replay's summary counts by), an enrichment's between the two.
+        -- An enrichment's count of the text alone (an older infertap's, of any answer) stands for
+        -- the output only where the text is all it generated: of an answer that reasoned or called a
+        -- tool it leaves those tokens out, and its token events count them.
         CASE WHEN x.answer_tokens_source = 'usage' THEN x.answer_tokens
-             WHEN e.output_tokens IS NOT NULL THEN e.output_tokens
+             WHEN {COUNTED} THEN e.output_tokens
              ELSE x.answer_tokens END AS output_tokens,
         CASE WHEN x.answer_tokens_source = 'usage' THEN 'usage'
-             WHEN e.output_tokens IS NOT NULL THEN 'tokenize'
+             WHEN {COUNTED} THEN 'tokenize'
              ELSE x.answer_tokens_source END AS output_tokens_source,
-        CASE WHEN x.usage_completion_tokens IS NULL AND e.output_tokens IS NOT NULL
+        CASE WHEN x.usage_completion_tokens IS NULL AND {COUNTED}
              THEN e.output_source END AS output_tokens_detail,  -- how the enrichment counted them
-        CASE WHEN x.usage_completion_tokens IS NULL AND e.output_tokens IS NOT NULL
+        CASE WHEN x.usage_completion_tokens IS NULL AND {COUNTED}
              THEN e.output_run_id END AS output_tokens_run_id,  -- and which enrichment (its run) did
         CASE WHEN x.usage_completion_tokens IS NOT NULL THEN coalesce(x.usage_hidden_reasoning_tokens, 0) ELSE 0 END
             AS hidden_reasoning_tokens,
@@ -156,6 +163,6 @@ SELECT *,
                - CASE WHEN hidden_reasoning_tokens > 0 THEN coalesce(ttft_content_ns, t_first_token_ns) ELSE t_first_token_ns END)
               / (output_tokens - hidden_reasoning_tokens - 1) END AS tpot_ns
 FROM base
-""".replace("{UNFINISHED}", UNFINISHED)
+""".replace("{UNFINISHED}", UNFINISHED).replace("{COUNTED}", ENRICHED_COUNT)
 
 DERIVED = (TOKEN_CHUNKS, ITL, ENRICHMENT_LATEST, METRICS)

@@ -22,10 +22,11 @@ from ..lazy_names import lazy_attribute
 if TYPE_CHECKING:  # what the type checker sees; at run time each name is imported when first asked for
     from .body import NOT_IN_FILE, NOT_KEPT, TOO_LARGE, decoded_chunks, ended_by_marker, header
     from .conversation import Link, Links, links_of
+    from .count_sources import TOKEN_IDS_SOURCE
     from .finishing import FINISHING_APIS, MARKER_APIS
     from .kept import TailUsage, kept_response_id, tail_usage, with_tail_usage
     from .linking import link, sessions_of, think_times, think_times_from, turns_of
-    from .output_count import answer_tokens, carries_token, event_text, read_counted, tool_deltas
+    from .output_count import answer_tokens, carries_token, event_text, read_counted, text_is_output, tool_deltas
     from .read import (
         APIS,
         api_for,
@@ -111,6 +112,8 @@ _HOME = {
     "carries_token": ".output_count",
     "event_text": ".output_count",
     "read_counted": ".output_count",
+    "text_is_output": ".output_count",
+    "TOKEN_IDS_SOURCE": ".count_sources",
     "tool_deltas": ".output_count",
 }
 
@@ -167,6 +170,8 @@ __all__ = [
     "carries_token",
     "event_text",
     "read_counted",
+    "text_is_output",
+    "TOKEN_IDS_SOURCE",
     "tool_deltas",
     "ended_answer",
     "ended_unfinished",

@@ -177,7 +177,7 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
         datas.append(data)
         contents.append(content + refusal)  # the events' text column: a refusal is generated text too
         reasonings.append(thought)
-        tools.append(len(parts))
+        tools.append(sum(p.carries for p in parts))  # an empty piece carries no token (Delta.tool_deltas)
         finishes.append(event_finish)
         usages.append(usage)
     if body[pos:].strip() or not readable:
@@ -322,7 +322,7 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
                     if fn is not None:
                         slot["name"] += fn.name or ""
                         slot["arguments"] += fn.arguments or ""
-                    n += 1
+                        n += bool(fn.name or fn.arguments)  # an empty piece carries no token (ToolCallPart.carries)
             if choice.text is not None:
                 content += choice.text
             finish = choice.finish_reason or finish

@@ -33,6 +33,13 @@ def tool_deltas(delta: Delta) -> int:
     return delta.tool_deltas if delta.tool_calls else 0
 
 
+def text_is_output(out: Output) -> bool:
+    """Whether an answer's text is all it generated: no reasoning, tool call, refusal, transcript,
+    encrypted reasoning or other choice (``n`` > 1). Only then is a tokenizer's count of its text a
+    count of its output; of any other it leaves tokens out (the reasoning ``ttft`` starts at)."""
+    return not (out.reasoning or out.tool_calls or out.refusal or out.audio or out.encrypted_reasoning or out.choices)
+
+
 def answer_tokens(usage: int | None, *, streamed_generation: bool, token_events: int | None) -> tuple[int | None, str | None]:
     """(tokens, source): ``usage`` where the engine reported one (``"usage"``), else a streamed
     generation answer's token events (``"chunks"``, 0 where none carried a token), else unknown."""

@@ -57,6 +57,13 @@ class ToolCallPart:
     # ``code``, a shell's ``("action", "commands", 2)``.
     streamed: tuple[tuple[str | int, ...], str] | None = None
 
+    @property
+    def carries(self) -> bool:
+        """Whether the piece carries output the model generated: a name, argument text, a built-in
+        call's item or what streams into it. A chat piece of neither (``{"index": 0, "function":
+        {"arguments": ""}}``, a tool parser's close) is no token, as an empty ``content: ""`` is none."""
+        return bool(self.name or self.arguments or self.item is not None or self.streamed is not None)
+
 
 @dataclass(slots=True)
 class Delta:
@@ -101,7 +108,8 @@ class Delta:
 
     @property
     def tool_deltas(self) -> int:
-        return sum(not part.whole for part in self.tool_calls)
+        """Tool-call pieces that carry output (``ToolCallPart.carries``), a whole call restated not one."""
+        return sum(not part.whole and part.carries for part in self.tool_calls)
 
     @property
     def generated(self) -> bool:

@@ -23,6 +23,7 @@ from typing import Any
 
 from infertap.apis import (
     SAMPLING,
+    TOKEN_IDS_SOURCE,
     Output,
     Request,
     api_for,
@@ -30,6 +31,7 @@ from infertap.apis import (
     read_response,
     response_not_kept,
     sampling_fields,
+    text_is_output,
     with_tail_usage,
 )
 from infertap.capture.records import EngineSnapshot, Enrichment
@@ -44,6 +46,8 @@ log = logging.getLogger("infertap.enrich")
 #: Where a cut answer's output count came from (``response_not_kept``: its text unknown, never tokenized).
 TAIL_USAGE = "usage (in the response's kept tail: the answer past the response limit)"
 NO_TAIL_USAGE = "unknown (the answer was not kept whole, and its kept tail holds no usage)"
+#: Why an answer's text was not counted: its tokens are not all its output (``apis.text_is_output``).
+NOT_TEXT_ONLY = "not counted (the answer holds more than its text: reasoning, tool calls or other choices)"
 
 _STOP = object()
 
@@ -143,7 +147,11 @@ def _tokens(
     prompt["agrees_with_usage"] = (count == usage_prompt) if count is not None and usage_prompt is not None else None
     if output is None:
         if parsed.token_ids:
-            output = {"ids": parsed.token_ids, "count": len(parsed.token_ids), "source": "engine (token ids in the response)"}
+            output = {"ids": parsed.token_ids, "count": len(parsed.token_ids), "source": TOKEN_IDS_SOURCE}
+        elif parsed.text and not text_is_output(parsed):
+            # The tokenizer on its text would leave its reasoning's or calls' tokens out: no count, so
+            # that stats and replay's summary count its token events instead.
+            output = {"ids": None, "count": None, "source": NOT_TEXT_ONLY}
         elif parsed.text:
             output = engine.output_tokens(parsed.text).as_dict()
         else:
