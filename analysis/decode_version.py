@@ -116,7 +116,7 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 88: OpenAI's ``/v1/responses/compact`` (the Codex CLI's compaction) is a generation request read as a
 #: Responses answer (its usage, its compaction item); the user messages it restates are not its text.
 #: 89: requests.digest holds Bedrock's guardrail and trace headers (identity.ASKED_HEADERS) where sent.
-#: 90: requests.digest of an embeddings request (a POST to apis.embeddings.ROUTES) too: the traffic's embeddings identity.
+#: 90: requests.digest of an embeddings request (a POST to apis.media.EMBEDDINGS_ROUTES) too: the traffic's embeddings identity.
 #: 91: an SGLang ``/generate`` stream whose last text is shorter than the one before it (a stop string
 #: trimmed) answers that text (it was the text before with it added again).
 #: 92: an enrichment whose ``occurrence`` is past its repeated id's exchanges is attached to none

@@ -6,8 +6,7 @@ card name them rather than leave them out silently. Their own identity is the wo
 
 from __future__ import annotations
 
-from infertap.apis.embeddings import ROUTES as EMBEDDINGS_ROUTES
-from infertap.apis.media import MEDIA_ROUTES
+from infertap.apis.media import EMBEDDINGS_ROUTES, MEDIA_ROUTES
 
 from .store import Analysis
 
@@ -26,7 +25,7 @@ def kind_sql(path: str = "path", method: str = "method") -> str:
 
 def apart_sql(name: str, path: str = "path", method: str = "method") -> str:
     """The kind of a request the identity ``name`` hashes (``identity.APART``), as SQL: ``kind_sql``'s for
-    ``media``; ``'embeddings'`` for ``embeddings`` (a POST to a route of ``apis.embeddings.ROUTES``), else NULL."""
+    ``media``; ``'embeddings'`` for ``embeddings`` (a POST to a route of ``apis.media.EMBEDDINGS_ROUTES``), else NULL."""
     if name == "media":
         return kind_sql(path, method)
     route = f"rtrim(split_part({path}, '?', 1), '/')"

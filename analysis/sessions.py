@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from infertap.apis.embeddings import ROUTES
+from infertap.apis.media import EMBEDDINGS_ROUTES as ROUTES
 
 from .fetch import columns
 from .ratios import bootstrap_ratio, distribution
@@ -30,7 +30,7 @@ from .ratios import bootstrap_ratio, distribution
 #: Sessions listed one by one (the slowest on B relative to A).
 SHOWN = 10
 
-# An embeddings request by its path, as ``apis.embeddings.is_embeddings`` tells one.
+# An embeddings request by its path, as ``apis.media.is_embeddings`` tells one.
 _EMBEDDINGS_PATH = (
     "regexp_matches(rtrim(split_part(coalesce(ma.path, ''), '?', 1), '/'), '(?:" + "|".join(re.escape(r) for r in ROUTES) + ")$')"
 )

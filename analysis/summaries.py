@@ -34,7 +34,8 @@ import pyarrow.parquet as pq
 
 from infertap.apis import NOT_IN_FILE, NOT_KEPT, TOO_LARGE, Output, decoded_chunks, read_request, read_response, stream_done
 from infertap.apis.chat_stream import read_plainest_chat_stream
-from infertap.apis.embeddings import is_embeddings, read_embeddings
+from infertap.apis.embeddings import read_embeddings
+from infertap.apis.media import is_embeddings
 from infertap.apis.read import not_in_file, response_not_kept
 from infertap.capture.identity import asked_body, asked_headers, asked_query
 from infertap.capture.reader import CaptureReader

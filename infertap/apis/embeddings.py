@@ -23,17 +23,8 @@ from typing import Any
 from .body import decoded_chunks
 from .fastjson import loads
 
-#: Path endings of the embeddings routes (any prefix, no query): OpenAI's and llama-server's
-#: ``/v1/embeddings``, llama-server's native ``/embedding``, Ollama's ``/api/embed`` and ``/api/embeddings``.
-ROUTES = ("/embeddings", "/embedding", "/api/embed")
-
 #: An answer read: (None, its vectors in input order); not read: (why, []).
 Vectors = tuple[str | None, list[bytes]]
-
-
-def is_embeddings(path: str | None) -> bool:
-    """Whether ``path`` is an embeddings route (``ROUTES``)."""
-    return (path or "").split("?", 1)[0].rstrip("/").endswith(ROUTES)
 
 
 def read_embeddings(record: Mapping[str, Any]) -> Vectors:

@@ -1,5 +1,6 @@
-"""Routes that generate something other than text, alone in their module: analysis counts their
-requests apart without importing any API's reader (a warm ``infertap stats`` reads none)."""
+"""Routes whose requests are not text generation (media, embeddings), alone in their module: analysis
+counts their requests apart without importing any API's reader (a warm ``infertap stats`` reads none,
+nor msgspec)."""
 
 from __future__ import annotations
 
@@ -25,4 +26,14 @@ def media_kind(path: str | None, method: str | None = "POST") -> str | None:
     return next((kind for suffix, kind in MEDIA_ROUTES if route.endswith(suffix)), None)
 
 
-__all__ = ["MEDIA_ROUTES", "media_kind"]
+#: Path endings of the embeddings routes (any prefix, no query): OpenAI's and llama-server's
+#: ``/v1/embeddings``, llama-server's native ``/embedding``, Ollama's ``/api/embed`` and ``/api/embeddings``.
+EMBEDDINGS_ROUTES = ("/embeddings", "/embedding", "/api/embed")
+
+
+def is_embeddings(path: str | None) -> bool:
+    """Whether ``path`` is an embeddings route (``EMBEDDINGS_ROUTES``)."""
+    return (path or "").split("?", 1)[0].rstrip("/").endswith(EMBEDDINGS_ROUTES)
+
+
+__all__ = ["EMBEDDINGS_ROUTES", "MEDIA_ROUTES", "is_embeddings", "media_kind"]

@@ -26,7 +26,7 @@ infertap refused itself (the engine never saw them). Two hashes identify it:
 - ``media_schedule``: sha256 over the media requests' send times relative to the first request of
   either kind, as ``schedule``'s: the same schedule is the same text and media send times.
 - ``embeddings``, ``embeddings_set``, ``embeddings_schedule``: the same three over the embeddings
-  requests (a POST to an embeddings route, ``infertap.apis.embeddings.ROUTES``: the texts embedded,
+  requests (a POST to an embeddings route, ``infertap.apis.media.EMBEDDINGS_ROUTES``: the texts embedded,
   the model, ``dimensions``, ``encoding_format``), their times from the first text or embeddings
   request: in no speed figure either, traffic all the same (``""``: none sent). Media and embeddings
   are each hashed as ``Apart`` does (``APART``).
@@ -300,8 +300,8 @@ def is_media(record: dict[str, Any]) -> bool:
 
 
 def is_embeddings_request(record: dict[str, Any]) -> bool:
-    """Whether an exchange asks for embeddings: a POST to an embeddings route (``infertap.apis.embeddings.ROUTES``)."""
-    from infertap.apis.embeddings import is_embeddings
+    """Whether an exchange asks for embeddings: a POST to an embeddings route (``infertap.apis.media.EMBEDDINGS_ROUTES``)."""
+    from infertap.apis.media import is_embeddings
 
     return (record.get("method") or "").upper() == "POST" and is_embeddings(record.get("path"))
 
