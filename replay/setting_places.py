@@ -4,7 +4,8 @@ their own (``apis.SettingsPlace``): SGLang's ``/generate`` in ``sampling_params`
 top level there is read by nothing (or refused), and the replay would run with other settings than
 it says; so each setting goes in that object under the API's own name (``max_tokens`` as
 ``max_new_tokens``, ``maxTokens``), and one the API has no name for is refused, never written where
-it is ignored. (Ollama's ``options`` take any name: ``transforms``.)
+it is ignored. (Ollama's ``options``, which take any name, get Ollama's names for the settings it
+knows: ``transforms._in_options``.)
 """
 
 from __future__ import annotations

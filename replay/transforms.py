@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_plus
 
-from infertap.apis import Api, api_for, body_apis
+from infertap.apis import Api, api_for, body_apis, canonical
 from infertap.apis.fastjson import loads
 from infertap.capture.records import SESSION_HEADERS
 from infertap.capture.redact import REDACTED, redacted_url, without_redacted
@@ -380,6 +380,8 @@ _HOP_REQUEST = frozenset(n.decode("latin-1") for n in HOP_REQUEST)
 #: The APIs that read sampling settings from ``options`` (infertap/apis/ollama.py), and those settings.
 _OPTIONS_APIS = frozenset({"ollama-chat", "ollama-generate"})
 _OPTIONS = frozenset({*PINNABLE, "seed", "num_predict", "num_ctx", "stop"})
+#: A sampling setting's canonical name (``apis.canonical``) -> Ollama's name for it in ``options``.
+_OPTIONS_NAMES = {canonical(name): name for name in _OPTIONS}
 
 
 class _SentFloat(float):
@@ -481,8 +483,15 @@ def _mark_sent(body: dict[str, Any], mark: str, texts: list[str]) -> None:
 
 
 def _in_options(dotted: str) -> str:
-    """Where a setting goes in an Ollama request: a sampling setting under ``options``."""
-    return f"options.{dotted}" if dotted.split(".", 1)[0] in _OPTIONS else dotted
+    """Where a setting goes in an Ollama request: a sampling setting under ``options``, by Ollama's
+    name for it (``max_tokens``, ``max_completion_tokens`` -> ``num_predict``; ``repetition_penalty``
+    -> ``repeat_penalty``): Ollama reads neither at the top level, nor those names in ``options``,
+    so a ``--set max_tokens=64`` written as given would replay with no limit while saying one."""
+    first, dot, rest = dotted.partition(".")
+    name = canonical(first)
+    if name not in _OPTIONS_NAMES:
+        return dotted
+    return f"options.{_OPTIONS_NAMES[name]}{dot}{rest}"
 
 
 def _as_given(dotted: str) -> str:

@@ -192,6 +192,25 @@ def test_sampling_settings_go_in_options_on_ollamas_api(fake, tmp_path):
     assert not {"temperature", "top_k", "repeat_penalty"} & (set(sent["/api/chat"]) | set(sent["/api/generate"]))
 
 
+def test_settings_named_as_other_apis_name_them_go_in_options_under_ollamas_names(fake, tmp_path):
+    """Ollama reads ``options.num_predict`` and ``options.repeat_penalty``: a ``--set max_tokens`` or
+    ``repetition_penalty`` written at the top level (or under that name in ``options``) is read by
+    nothing, and the replay would run with no limit while saying it set one. Set under any name
+    infertap knows, the setting lands where Ollama reads it, as its own name does."""
+    app, url = fake
+    chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": False}
+    write_capture(tmp_path / "src", [{"path": "/api/chat", "body": chat}])
+    bodies = []
+    for n, (limit, penalty) in enumerate([("max_tokens", "repetition_penalty"), ("num_predict", "repeat_penalty")]):
+        transforms = Transforms(set_values=[(limit, 8), (penalty, 1.2), ("think", False)])
+        run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / f"out{n}", probe=False, transforms=transforms))
+        bodies.append(json.loads(_sent(app)[-1]["body"]))
+    assert bodies[0] == bodies[1], bodies  # other APIs' names and Ollama's own: one request
+    assert bodies[0]["options"] == {"num_predict": 8, "repeat_penalty": 1.2}
+    assert bodies[0]["think"] is False  # not a sampling setting: where it was named
+    assert not {"max_tokens", "repetition_penalty", "num_predict"} & set(bodies[0])
+
+
 def test_pinned_defaults_fill_a_null_options_and_a_non_object_one_is_refused_before_sending(fake, tmp_path):
     """Ollama reads ``"options": null`` as no options: pins go in a new object. An ``options``
     that is no object can take no pin, and the replay says so before it sends anything."""
