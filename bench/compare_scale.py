@@ -42,12 +42,42 @@ import time
 from pathlib import Path
 
 from bench.peak import DescendantsPeak, peak_rss_mib
-from infertap.capture.records import new_exchange
+from infertap.capture.records import Exchange, new_exchange
 from infertap.capture.writer import CaptureWriter
 
 #: How every engine ends a whole answer: a chunk with its finish reason, then ``[DONE]``; a stream
 #: with no finish reason is an answer cut short, not ok, and left out of the speed compare times.
 END = [b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n', b"data: [DONE]\n\n"]
+
+
+def _exchange(
+    run: Path, i: int, route: str, body: bytes, content_type: str, chunks: list[bytes], request_headers: list[list[str]]
+) -> Exchange:
+    """The ``i``-th exchange of a bench run: sent a millisecond after the one before, answered in 20 µs."""
+    return new_exchange(
+        id=f"{run.name}{i}",
+        seq=i,
+        session=None,
+        wall=1.8e9 + i / 1000,
+        start_ns=i * 1_000_000,
+        sent_ns=i * 1_000_000,
+        client=None,
+        method="POST",
+        path=route,
+        query="",
+        http_version="1.1",
+        request_headers=request_headers,
+        request_body=body,
+        status=200,
+        response_headers=[["content-type", content_type]],
+        headers_ns=1000,
+        chunk_ns=[2000 * (k + 1) for k in range(len(chunks))],
+        chunks=chunks,
+        end_ns=20000,
+        end="complete",
+        error=None,
+        upstream="bench",
+    )
 
 
 def build(path: Path, n: int, text: str) -> None:
@@ -56,32 +86,7 @@ def build(path: Path, n: int, text: str) -> None:
     with CaptureWriter(path, recorder={"kind": "bench"}) as w:
         for i in range(n):
             body = json.dumps({"model": "m", "messages": [{"role": "user", "content": f"q{i}"}], "stream": True}).encode()
-            w.write(
-                new_exchange(
-                    id=f"{path.name}{i}",
-                    seq=i,
-                    session=None,
-                    wall=1.8e9 + i / 1000,
-                    start_ns=i * 1_000_000,
-                    sent_ns=i * 1_000_000,
-                    client=None,
-                    method="POST",
-                    path="/v1/chat/completions",
-                    query="",
-                    http_version="1.1",
-                    request_headers=[],
-                    request_body=body,
-                    status=200,
-                    response_headers=[["content-type", "text/event-stream"]],
-                    headers_ns=1000,
-                    chunk_ns=[2000 * (k + 1) for k in range(len(chunks))],
-                    chunks=chunks,
-                    end_ns=20000,
-                    end="complete",
-                    error=None,
-                    upstream="bench",
-                )
-            )
+            w.write(_exchange(path, i, "/v1/chat/completions", body, "text/event-stream", chunks, []))
 
 
 #: Embeddings answers: each request embeds ``INPUTS`` inputs of ``DIMENSION`` floats, every other one
@@ -124,30 +129,10 @@ def build_embeddings(path: Path, n: int, seed: int, dimension: int = DIMENSION, 
             answer = (
                 f'{{"object":"list","data":[{items}],"model":"m","usage":{{"prompt_tokens":{tokens},"total_tokens":{tokens}}}}}'
             )
+            body = json.dumps(request).encode()
             w.write(
-                new_exchange(
-                    id=f"{path.name}{i}",
-                    seq=i,
-                    session=None,
-                    wall=1.8e9 + i / 1000,
-                    start_ns=i * 1_000_000,
-                    sent_ns=i * 1_000_000,
-                    client=None,
-                    method="POST",
-                    path="/v1/embeddings",
-                    query="",
-                    http_version="1.1",
-                    request_headers=[["content-type", "application/json"]],
-                    request_body=json.dumps(request).encode(),
-                    status=200,
-                    response_headers=[["content-type", "application/json"]],
-                    headers_ns=1000,
-                    chunk_ns=[2000],
-                    chunks=[answer.encode()],
-                    end_ns=20000,
-                    end="complete",
-                    error=None,
-                    upstream="bench",
+                _exchange(
+                    path, i, "/v1/embeddings", body, "application/json", [answer.encode()], [["content-type", "application/json"]]
                 )
             )
 
