@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 from infertap.apis import Api, api_for, body_apis, canonical
+from infertap.apis.body import body_encoding, decoded_body
 from infertap.apis.fastjson import loads
 from infertap.capture.records import SESSION_HEADERS
 from infertap.capture.redact import REDACTED, redacted_url, without_redacted
@@ -23,7 +24,7 @@ from infertap.capture.redact_json import secret_strings
 from infertap.errors import InfertapError
 from infertap.proxy.hops import HOP_REQUEST, connection_named
 
-from .encoded_body import body_encoding, decode, encode
+from .encoded_body import encode
 from .setting_places import NoPlace, is_setting, open_place, setting_paths
 
 
@@ -179,7 +180,7 @@ class Transforms:
         if encoding is None:
             return self._json(raw, pinned, target_kind, path)
         try:
-            text = decode(raw, encoding)
+            text = decoded_body(raw, encoding)
         except ValueError as exc:
             if not self.edits_every_body:
                 return raw  # only a --model-map: nothing read in it to map

@@ -86,25 +86,42 @@ def decoding(record: Mapping[str, Any]) -> tuple[list[bytes] | None, str | None]
         return None, None
 
 
+def body_encoding(headers: Iterable[Iterable[str]] | None) -> str | None:
+    """The content-encoding a request's recorded ``[name, value]`` headers name, lower case; None
+    where they name none (or ``identity``)."""
+    for pair in headers or ():
+        name, value = (list(pair) + ["", ""])[:2]
+        if isinstance(name, str) and name.lower() == "content-encoding" and isinstance(value, str):
+            encoding = value.strip().lower()
+            return encoding if encoding not in ("", "identity") else None
+    return None
+
+
+def decoded_body(raw: bytes, encoding: str) -> bytes:
+    """``raw`` with ``encoding`` undone: ValueError naming why not (an encoding infertap doesn't
+    decode, bytes that aren't it, more than ``DECODED_LIMIT``)."""
+    if encoding not in UNDONE:
+        raise ValueError(f"its Content-Encoding {encoding!r} is none infertap decodes ({', '.join(UNDONE)})")
+    try:
+        (whole,) = undone([raw], encoding, DECODED_LIMIT)
+    except Exception as exc:  # TooLarge, or each library's own error for bytes that aren't its format
+        raise ValueError(f"its bytes don't decode as its Content-Encoding {encoding!r}: {exc or type(exc).__name__}") from exc
+    return whole
+
+
 def unencoded(body: bytes, headers: Iterable[Iterable[str]] | None) -> bytes:
     """A request body as its API reads it: with the content-encoding its headers name undone (the
     Codex CLI sends its /responses bodies zstd-compressed, ``Content-Encoding: zstd``). Read raw, a
     compressed body was no JSON, so no generation request: in no figure and no workload identity.
     One that can't be decoded (an encoding not in ``UNDONE``, bytes that aren't it, more than
     ``DECODED_LIMIT``) stays as it is."""
-    encoding = ""
-    for pair in headers or () if body else ():
-        name, value = (list(pair) + ["", ""])[:2]
-        if isinstance(name, str) and name.lower() == "content-encoding" and isinstance(value, str):
-            encoding = value.strip().lower()
-            break
-    if encoding not in UNDONE:
+    encoding = body_encoding(headers) if body else None
+    if encoding is None or encoding not in UNDONE:
         return body
     try:
-        (whole,) = undone([body], encoding, DECODED_LIMIT)
-    except Exception:  # TooLarge, or each library's own error for bytes that aren't its format
+        return decoded_body(body, encoding)
+    except ValueError:
         return body
-    return whole
 
 
 def undone(chunks: Sequence[bytes], encoding: str, limit: int) -> list[bytes]:
