@@ -38,6 +38,7 @@ from infertap.apis import (
 )
 from infertap.apis.chat_request import ChatRequests
 from infertap.apis.chat_stream import ChatStream, read_chat_stream
+from infertap.apis.converse import LATENCY_SOURCE, latency_ns
 from infertap.capture.identity import apart_kind, asked_headers, exchange_digest, generation_since_wl3
 from infertap.capture.jsonable import jsonable
 from infertap.capture.reader import CaptureReader
@@ -232,7 +233,10 @@ def _num(value: Any) -> float | None:
 def _server_timings(parsed: Output) -> tuple[Any, ...]:
     """(json, source, prompt_ms, decode_ms, prompt_tokens, decode_tokens, cached_tokens, load_ns, total_ns),
     all server-measured. Only Ollama times its model load and the whole request (``load_duration``,
-    ``total_duration``): a cold start its client waited through, which is not the engine's speed."""
+    ``total_duration``): a cold start its client waited through, which is not the engine's speed;
+    Bedrock its whole request alone (``metrics.latencyMs``)."""
+    if (total := latency_ns(parsed.timings)) is not None:
+        return (_dump(parsed.timings), LATENCY_SOURCE, None, None, None, None, None, None, total)
     if parsed.timings:
         t = parsed.timings
         return (

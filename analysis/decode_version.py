@@ -133,4 +133,8 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: the text is all it generated (not of one that reasoned or called a tool: its token events count it).
 #: 99: a chat tool-call piece that names nothing and adds no argument text carries no token (events.tool_calls,
 #: token times, ttft, itl, token events), as an empty content "" carries none.
-DECODE_VERSION = 99
+#: 100: Bedrock's ``/converse-stream`` is read (its AWS event-stream frames: text, tool use, reasoning,
+#: stop reason, usage, each event at its chunk), a cut or damaged frame said so; a Converse request's
+#: model is its path's, ``additionalModelRequestFields`` among its settings, its ``metrics.latencyMs``
+#: as server_total_ns.
+DECODE_VERSION = 100

@@ -8,16 +8,28 @@ message's ``content`` is a list of blocks (``{"text"}``, ``{"toolUse"}``, ``{"to
 [blocks]}}, "stopReason", "usage": {"inputTokens", "outputTokens", "totalTokens",
 "cacheReadInputTokens"}, "metrics": {"latencyMs"}}``.
 
-``/converse-stream`` answers in AWS's event-stream binary framing (``application/vnd.amazon.eventstream``),
-which no reader here decodes: its answer is unreadable (counted so), never another API's text.
+``/converse-stream`` answers in AWS's binary event-stream framing (``application/vnd.amazon.eventstream``,
+``eventstream.read_messages``): each message's ``:event-type`` header names its event (``messageStart``,
+``contentBlockStart`` with a tool use's id and name, ``contentBlockDelta`` with text, a tool use's
+input text or reasoning, ``contentBlockStop``, ``messageStop`` with the ``stopReason``, ``metadata``
+with ``usage`` and ``metrics``), its payload the event's JSON; a ``:message-type`` ``exception``
+(or ``error``) message is the answer failing. Each is read as the object AWS's SDKs hand their
+caller, ``{eventType: payload}``, at the chunk its last byte came in: timed as any stream's events.
+
+The model is in the path alone (``/model/{modelId}/converse``, URL-encoded: an id, an ARN), and a
+model's own settings (Anthropic's ``top_k``) in ``additionalModelRequestFields``: both read here.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, ClassVar
+from urllib.parse import unquote
 
-from .shapes import Api, Delta, SettingsPlace, ToolCallPart, Turn, as_dict, as_int, as_list, canonical_arguments
+from .eventstream import Framed, read_messages
+from .fastjson import loads
+from .shapes import Api, Delta, Event, SettingsPlace, ToolCallPart, Turn, as_dict, as_int, as_list, canonical_arguments
 
 #: ``inferenceConfig``'s names, by the common ones: where a replay's ``--set`` goes, and what ``sampling`` reads
 #: (a model's other settings, Anthropic's ``top_k``, go in ``additionalModelRequestFields``: not these).
@@ -25,8 +37,35 @@ SETTINGS = SettingsPlace(
     "inferenceConfig", {"max_tokens": "maxTokens", "temperature": "temperature", "top_p": "topP", "stop": "stopSequences"}
 )
 _COMMON = {own: name for name, own in SETTINGS.names.items()}
-#: Why a ``/converse-stream`` answer is not read.
-UNREAD_STREAM = "AWS event-stream binary framing (Bedrock's /converse-stream), which infertap does not read"
+#: Where the model is: the path's ``{modelId}`` (URL-encoded), whatever comes before ``/model`` (a gateway's prefix).
+_MODEL = re.compile(r"/model/([^/?]+)/converse(?:-stream)?/?(?:\?|$)")
+#: What an event-stream body cut short, or damaged, is said to be (``Output.error``), before why.
+CUT = "the event stream was cut"
+#: A payload that is not a JSON object (``read.fold``'s words for each framing).
+NOT_JSON = "an event-stream message's payload is not JSON"
+#: The events a stream ends on: its stop reason, then its usage.
+_LAST = ("messageStop", "metadata")
+#: Where a Converse answer's ``metrics.latencyMs`` is said to come from, beside other servers' timings.
+LATENCY_SOURCE = "Bedrock metrics.latencyMs (server-measured)"
+
+
+def latency_ns(timings: dict[str, Any] | None) -> int | None:
+    """Bedrock's ``latencyMs`` among an answer's ``timings`` (``Converse``'s), in ns; None where none."""
+    ms = as_int((timings or {}).get("latencyMs"))
+    return ms * 1_000_000 if ms is not None and ms >= 0 else None
+
+
+def _metrics(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """An answer's ``metrics`` where they hold its ``latencyMs``: the whole request as Bedrock timed it."""
+    metrics = as_dict(obj.get("metrics"))
+    return {"latencyMs": metrics["latencyMs"]} if as_int(metrics.get("latencyMs")) is not None else None
+
+
+def model_in_path(path: str | None) -> str | None:
+    """The ``{modelId}`` of a Converse path, decoded (``anthropic.claude-3-haiku-20240307-v1:0``, an
+    ARN whose ``/`` came as ``%2F``); None where the path holds none."""
+    found = _MODEL.search(path or "")
+    return unquote(found.group(1)) if found else None
 
 
 class Converse(Api):
@@ -68,6 +107,7 @@ class Converse(Api):
         d.finish_reason = obj.get("stopReason") if isinstance(obj.get("stopReason"), str) else None
         usage = as_dict(obj.get("usage"))
         d.usage = {k: v for k, v in usage.items() if as_int(v) is not None} or None
+        d.timings = _metrics(obj)
         return d
 
     def counts(self, usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
@@ -86,18 +126,100 @@ class Converse(Api):
         specs = (as_dict(as_dict(t).get("toolSpec")) for t in as_list(as_dict(body.get("toolConfig")).get("tools")))
         return tuple(str(s.get("name") or "?") for s in specs)
 
+    def model(self, body: dict[str, Any], path: str | None) -> str | None:
+        return model_in_path(path)
+
     def sampling(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``inferenceConfig``'s settings, and the model's own in ``additionalModelRequestFields``
+        (``top_k``; one ``inferenceConfig`` names too is ``inferenceConfig``'s, which Bedrock reads)."""
         config = as_dict(body.get("inferenceConfig"))
-        return {_COMMON[k]: v for k, v in config.items() if k in _COMMON}
+        return {**as_dict(body.get("additionalModelRequestFields")), **{_COMMON[k]: v for k, v in config.items() if k in _COMMON}}
 
 
 class ConverseStream(Converse):
-    """``/converse-stream``: a stream whatever the body says (it has no ``stream`` field)."""
+    """``/converse-stream``: a stream whatever the body says (it has no ``stream`` field), each event
+    ``{eventType: payload}`` (``stream_events``)."""
 
     name = "bedrock-converse-stream"
 
     def streams(self, body: dict[str, Any]) -> bool:
         return True
+
+    def event(self, obj: dict[str, Any]) -> Delta:
+        if len(obj) != 1:
+            return Delta()
+        ((kind, payload),) = obj.items()
+        if not isinstance(payload, dict):
+            return Delta()
+        at = as_int(payload.get("contentBlockIndex"))
+        if kind == "contentBlockDelta":
+            return _delta(as_dict(payload.get("delta")), 0 if at is None else at)
+        if kind == "contentBlockStart":
+            use = as_dict(as_dict(payload.get("start")).get("toolUse"))
+            name, key = use.get("name"), use.get("toolUseId")
+            part = ToolCallPart(
+                0 if at is None else at, key if isinstance(key, str) else None, name if isinstance(name, str) else ""
+            )
+            calls = [part] if use else []
+            return Delta(known=True, tool_calls=calls)
+        if kind == "messageStop":
+            stop = payload.get("stopReason")
+            return Delta(known=True, finish_reason=stop if isinstance(stop, str) else None)
+        if kind == "metadata":
+            usage = {k: v for k, v in as_dict(payload.get("usage")).items() if as_int(v) is not None}
+            return Delta(known=True, usage=usage or None, timings=_metrics(payload))
+        if kind == "exception":
+            said = payload.get("message")
+            return Delta(known=True, error=f"{payload.get('type')}: {said if isinstance(said, str) else json.dumps(payload)}")
+        return Delta(known=kind in ("messageStart", "contentBlockStop"))
+
+
+def _delta(delta: dict[str, Any], at: int) -> Delta:
+    """A ``contentBlockDelta``'s text, a tool use's input text (its call's ``at``) or reasoning: its
+    text; reasoning sent redacted (``redactedContent``) counted as encrypted; a signature no words."""
+    d = Delta(known=True)
+    if isinstance(delta.get("text"), str):
+        d.content = delta["text"]
+    elif isinstance(delta.get("toolUse"), dict):
+        said = delta["toolUse"].get("input")
+        d.tool_calls = [ToolCallPart(at, arguments=said if isinstance(said, str) else "")]
+    elif isinstance(delta.get("reasoningContent"), dict):
+        said = delta["reasoningContent"].get("text")
+        d.reasoning = said if isinstance(said, str) else ""
+        d.encrypted = int("redactedContent" in delta["reasoningContent"])
+    return d
+
+
+def stream_events(pieces: list[bytes]) -> tuple[list[Event], Framed]:
+    """A ``/converse-stream`` body's events, each ``{eventType: payload}`` as AWS's SDKs hand them
+    (an exception message ``{"exception": {"type", ...payload}}``; an event whose payload is not a
+    JSON object has no object, read as an unparsed payload), and its framing (what was cut)."""
+    framed = read_messages(pieces)
+    events = []
+    for message in framed.messages:
+        data = message.payload.decode("utf-8", errors="replace")
+        try:
+            payload = loads(data) if data.strip() else {}
+        except ValueError:
+            payload = None
+        kind = message.headers.get(":message-type")
+        obj: Any = None
+        if isinstance(payload, dict):
+            if kind == "event":
+                obj = {str(message.headers.get(":event-type")): payload}
+            elif kind == "exception":
+                obj = {"exception": {"type": message.headers.get(":exception-type"), **payload}}
+        if kind == "error":  # the framing's own error: its code and message in headers
+            said = message.headers.get(":error-message")
+            obj = {"exception": {"type": message.headers.get(":error-code"), "message": said}}
+        events.append(Event(message.chunk, data, Delta(), obj))
+    return events, framed
+
+
+def stream_ended(last: Any, error: str | None) -> bool:
+    """Whether a read ``/converse-stream`` body carried its end: its last event its stop reason or
+    usage (``_LAST``), none of its bytes cut (``error``: ``Output.error``)."""
+    return isinstance(last, dict) and len(last) == 1 and next(iter(last)) in _LAST and not (error or "").startswith(CUT)
 
 
 def _turn(message: dict[str, Any]) -> Turn:

@@ -14,8 +14,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from .body import NOT_IN_FILE, NOT_KEPT, decoding, ended_payloads, framing, head_of, invalid_utf8, unencoded
-from .converse import UNREAD_STREAM, Converse, ConverseStream
+from .body import NOT_IN_FILE, NOT_KEPT, decoding, ended_payloads, framing, head_of, header, invalid_utf8, unencoded
+from .converse import CUT, NOT_JSON, Converse, ConverseStream, stream_ended, stream_events
 from .fastjson import loads, loads_exact
 from .generate import SglangGenerate, TgiGenerate, TgiGenerateStream, batch_answers
 from .llamacpp import LlamaCpp
@@ -171,7 +171,7 @@ def read_request(record: Mapping[str, Any]) -> Request:
     api = api_for(record.get("path"), body)
     if body is None:
         return Request(api.name)
-    return request_of(api, body, asks_for_tokens(api, body), *api.turns(body), api.tools(body))
+    return request_of(api, body, asks_for_tokens(api, body), *api.turns(body), api.tools(body), path=record.get("path"))
 
 
 def request_of(
@@ -182,16 +182,17 @@ def request_of(
     items: int | None,
     system: str | None,
     tools: tuple[str, ...],
+    path: str | None = None,
 ) -> Request:
-    """The ``Request`` of a body (its conversation and tools read already): the one place that says
-    what its model, stream, tool choice and sampling settings are (``ChatRequests`` reads too)."""
+    """The ``Request`` of a body (its conversation and tools read already) sent to ``path``: the one
+    place that says what its model, stream, tool choice and sampling settings are (``ChatRequests`` reads too)."""
     sampling = sampling_fields(api.sampling(body))
-    model, previous = body.get("model"), body.get("previous_response_id")
+    previous = body.get("previous_response_id")
     return Request(
         api=api.name,
         generation=generation,
         body=body,
-        model=model if isinstance(model, str) else None,
+        model=api.model(body, path),
         stream=api.streams(body),
         turns=turns,
         items=items,
@@ -257,6 +258,8 @@ def read_response(record: Mapping[str, Any], api: Api | None = None) -> Output:
     pieces, why = decoding(record)
     if pieces is None:
         return Output(api.name, error=why or "cannot decode the response's content-encoding")
+    if api is CONVERSE_STREAM and _eventstream(record):
+        return _read_eventstream(pieces)
     how = framing(record, head_of(pieces))
     payloads, rest = ended_payloads(record, pieces, how)
     events = [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in payloads]
@@ -269,10 +272,29 @@ def read_response(record: Mapping[str, Any], api: Api | None = None) -> Output:
         other = sniff(events)
         if other is not None and other is not api:
             out = fold(other, events, how)
-    if not out.readable and api is CONVERSE_STREAM and out.api == api.name:
-        out.error = UNREAD_STREAM  # binary frames: unread, said so, never read as another API's
     out.after_end = rest if rest.strip() else b""
     out.invalid_utf8 = invalid_utf8(b"".join(pieces))
+    return out
+
+
+def _eventstream(record: Mapping[str, Any]) -> bool:
+    """Whether a ``/converse-stream`` answer is in AWS's event-stream framing: its content type says
+    so, or names no JSON (an error before the stream began is a JSON object)."""
+    ctype = (header(record.get("response_headers"), "content-type") or "").lower()
+    return "amazon.eventstream" in ctype or "json" not in ctype
+
+
+def _read_eventstream(pieces: list[bytes]) -> Output:
+    """A ``/converse-stream`` body read: its whole messages' events folded as any stream's; bytes
+    cut short or damaged said so (``Output.error``, ``converse.CUT``) and kept, as an SSE event cut
+    short is, among ``unparsed`` (each byte as one character, Latin-1)."""
+    events, framed = stream_events(pieces)
+    out = fold(CONVERSE_STREAM, events, "eventstream")
+    if framed.cut is not None:
+        out.error = f"{CUT}: {framed.cut}"
+        out.unparsed.append(framed.rest.decode("latin-1"))
+    # the framing's lengths and CRCs are no text: only the payloads' bytes are the answer's
+    out.invalid_utf8 = invalid_utf8(b"".join(m.payload for m in framed.messages))
     return out
 
 
@@ -281,9 +303,13 @@ _FINAL_EVENTS = ("message_stop", "response.completed", "response.incomplete", "r
 
 def stream_done(pieces: list[bytes], out: Output) -> bool:
     """Whether a read body carried its stream's own end marker: SSE ``[DONE]``, Ollama's
-    ``"done": true``, llama.cpp's ``"stop": true``, Anthropic's ``message_stop`` or the Responses API's ``response.completed``
-    (``pieces``: the decoded chunks)."""
-    return ended(pieces, out.events[-1].obj if out.events else None)
+    ``"done": true``, llama.cpp's ``"stop": true``, Anthropic's ``message_stop`` or the Responses API's ``response.completed``;
+    Bedrock's ``/converse-stream`` its ``messageStop`` or ``metadata`` last, no frame after it cut
+    (``converse.stream_ended``). ``pieces``: the decoded chunks."""
+    last = out.events[-1].obj if out.events else None
+    if out.api == CONVERSE_STREAM.name and out.streamed:
+        return stream_ended(last, out.error)
+    return ended(pieces, last)
 
 
 def ended(pieces: list[bytes], last: Any) -> bool:
@@ -333,7 +359,12 @@ def sniff(events: list[Event]) -> Api | None:
 
 
 _NOTHING = Delta()  # what an event that is not a JSON object says (shared: never changed)
-_NOT_JSON = {"sse": "an SSE event is not JSON", "ndjson": "an NDJSON line is not JSON", "json": "the body is not JSON"}
+_NOT_JSON = {
+    "sse": "an SSE event is not JSON",
+    "ndjson": "an NDJSON line is not JSON",
+    "json": "the body is not JSON",
+    "eventstream": NOT_JSON,
+}
 
 
 def fold(api: Api, events: list[Event], how: str) -> Output:

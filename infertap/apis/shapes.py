@@ -316,6 +316,11 @@ class Api:
     def event(self, obj: dict[str, Any]) -> Delta:
         return Delta()
 
+    def model(self, body: dict[str, Any], path: str | None) -> str | None:
+        """The model a request at ``path`` asks for: its body's ``model`` (Bedrock's is in the path)."""
+        model = body.get("model")
+        return model if isinstance(model, str) else None
+
     def finish(self, raw: str | None, tool_calls: bool) -> str | None:
         if raw is None:
             return None

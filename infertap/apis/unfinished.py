@@ -1,5 +1,5 @@
-"""An answer the engine cut: a 2xx chat, completions, Messages or Responses stream that ended with no
-finish reason.
+"""An answer the engine cut: a 2xx chat, completions, Messages, Responses or Bedrock Converse stream
+that ended with no finish reason.
 
 Every OpenAI stream that finishes says why before it ends, of each choice it streams (``n`` > 1: a
 choice other than 0 that said none was cut as a choice 0 would be); an Anthropic Messages stream
@@ -30,6 +30,7 @@ from .openai import FINISHED_IN_ERROR
 from .read import (
     CHAT,
     COMPLETIONS,
+    CONVERSE_STREAM,
     _by_path,
     _loads,
     ended,
@@ -181,6 +182,8 @@ def ended_answer(
             None,
             None,
         )  # the API is the request body's to name, the bytes are not the body's text, or not all kept
+    if api is CONVERSE_STREAM:
+        return None, False, None, None  # binary event-stream frames: read whole, as the analysis reads them
     how = framing(record, head_of(chunks))
     if api.name in MARKER_APIS:
         # its end marker is its finish (Ollama's last line, llama.cpp's last event), read from the tail

@@ -34,6 +34,7 @@ from infertap.apis import (
     text_is_output,
     with_tail_usage,
 )
+from infertap.apis.converse import LATENCY_SOURCE, latency_ns
 from infertap.capture.records import EngineSnapshot, Enrichment
 from infertap.capture.redact import Redactor
 
@@ -124,6 +125,8 @@ def _settings(engine: Engine | None, path: str, request: Request, prompt_tokens:
 
 def _server_timings(parsed: Output) -> dict[str, Any] | None:
     """What the engine measured itself, labelled as such (never mixed with client-side times)."""
+    if latency_ns(parsed.timings) is not None:
+        return {"source": LATENCY_SOURCE, **(parsed.timings or {})}
     if parsed.timings:
         return {"source": "llama.cpp timings (server-measured)", **parsed.timings}
     if parsed.durations:
