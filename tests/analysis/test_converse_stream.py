@@ -3,25 +3,33 @@ its last byte came in; a frame cut short or damaged read up to it and said so; a
 an error; and a Converse request's model (in its path) and model-specific settings
 (``additionalModelRequestFields``) read as any other API's.
 
-The frames are built here with struct and zlib alone (no reader of infertap's), as AWS documents
-them, and sent in chunks cut at awkward places (inside a prelude, inside a payload)."""
+The frames are built by tests.eventstream_frames with struct and zlib alone (no reader of
+infertap's), as AWS documents them, and sent in chunks cut at awkward places (inside a prelude,
+inside a payload)."""
 
 from __future__ import annotations
 
 import itertools
 import json
-import struct
-import zlib
 from pathlib import Path
 from typing import Any
 
 from infertap.analysis.compare import compare
 from infertap.apis import read_request, read_response, stream_done
 from tests.analysis_builders import Load, exchange
+from tests.eventstream_frames import (
+    EVENTSTREAM,
+    JSON,
+    answer_frames,
+    awkward,
+    chunk_of_end,
+    event_frame,
+    exception_frame,
+    message_frame,
+    text_frame,
+)
 from tests.helpers import enrich_with_a_dead_engine, pair_captures, write_capture
 
-_JSON = "application/json"
-_EVENTSTREAM = "application/vnd.amazon.eventstream"
 _MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
 _PATH = "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream"
 _BODY = {
@@ -31,101 +39,36 @@ _BODY = {
 }
 
 
-def _string_header(name: str, value: str) -> bytes:
-    """A header of type 7 (a string): name length, name, type, 2-byte value length, value."""
-    return bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(value)) + value.encode()
-
-
-def _message(headers: dict[str, str], payload: bytes) -> bytes:
-    """One event-stream message: prelude (total and headers length, their CRC32), headers, payload, CRC32 of it all."""
-    head = b"".join(_string_header(k, v) for k, v in headers.items())
-    prelude = struct.pack(">II", 12 + len(head) + len(payload) + 4, len(head))
-    message = prelude + struct.pack(">I", zlib.crc32(prelude)) + head + payload
-    return message + struct.pack(">I", zlib.crc32(message))
-
-
-def _event(kind: str, payload: dict[str, Any], pad: str = "abc") -> bytes:
-    """An event as Bedrock sends it: its payload padded with ``p`` (letters of a random length, new each time)."""
-    headers = {":event-type": kind, ":content-type": _JSON, ":message-type": "event"}
-    return _message(headers, json.dumps({**payload, "p": pad}).encode())
-
-
-def _exception(kind: str, said: str) -> bytes:
-    return _message(
-        {":exception-type": kind, ":content-type": _JSON, ":message-type": "exception"}, json.dumps({"message": said}).encode()
-    )
-
-
-def _text(i: int, text: str, pad: str = "abc") -> bytes:
-    return _event("contentBlockDelta", {"contentBlockIndex": i, "delta": {"text": text}}, pad)
-
-
-def _frames(*words: str, stop: str = "end_turn", latency: int = 90, pad: str = "abc") -> list[bytes]:
-    """A whole answer's messages: its words as text deltas, its stop reason, usage and latency."""
-    return [
-        _event("messageStart", {"role": "assistant"}, pad),
-        _event("contentBlockStart", {"contentBlockIndex": 0, "start": {}}, pad),
-        *(_text(0, w, pad) for w in words),
-        _event("contentBlockStop", {"contentBlockIndex": 0}, pad),
-        _event("messageStop", {"stopReason": stop}, pad),
-        _event(
-            "metadata",
-            {
-                "usage": {"inputTokens": 21, "outputTokens": len(words), "totalTokens": 21 + len(words)},
-                "metrics": {"latencyMs": latency},
-            },
-            pad,
-        ),
-    ]
-
-
-def _cut(frames: list[bytes], at: list[int]) -> list[bytes]:
-    """The frames' bytes as chunks ending at the offsets ``at`` (and the end)."""
-    body = b"".join(frames)
-    edges = [0, *at, len(body)]
-    return [body[a:b] for a, b in itertools.pairwise(edges)]
-
-
-def _awkward(frames: list[bytes]) -> list[bytes]:
-    """Chunks cut inside each message after the first: 5 bytes into its prelude, or in its payload (by turns)."""
-    starts = list(itertools.accumulate(len(f) for f in frames))[:-1]
-    return _cut(frames, [s + (5 if i % 2 else len(frames[i + 1]) - 9) for i, s in enumerate(starts)])
-
-
 def _record(chunks: list[bytes], path: str = _PATH, body: dict[str, Any] = _BODY) -> dict[str, Any]:
     return {
         "path": path,
         "request_body": json.dumps(body).encode(),
-        "request_headers": [["content-type", _JSON]],
-        "response_headers": [["content-type", _EVENTSTREAM]],
+        "request_headers": [["content-type", JSON]],
+        "response_headers": [["content-type", EVENTSTREAM]],
         "chunks": chunks,
     }
 
 
-def _chunk_of_end(chunks: list[bytes], frames: list[bytes], k: int) -> int:
-    """The chunk that holds frame ``k``'s last byte, from the offsets alone."""
-    end = sum(map(len, frames[: k + 1]))
-    return next(i for i, at in enumerate(itertools.accumulate(map(len, chunks))) if at >= end)
-
-
 def test_a_converse_stream_is_read_event_by_event_at_the_chunk_of_its_last_byte(load: Load) -> None:
     frames = [
-        _event("messageStart", {"role": "assistant"}),
-        _event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"reasoningContent": {"text": "Add them."}}}),
-        _event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"reasoningContent": {"signature": "c2ln"}}}),
-        _text(1, "It is "),
-        _text(1, "42."),
-        _event("contentBlockStart", {"contentBlockIndex": 2, "start": {"toolUse": {"toolUseId": "tooluse_1", "name": "calc"}}}),
-        _event("contentBlockDelta", {"contentBlockIndex": 2, "delta": {"toolUse": {"input": '{"a": 1'}}}),
-        _event("contentBlockDelta", {"contentBlockIndex": 2, "delta": {"toolUse": {"input": '7, "b": 25}'}}}),
-        _event("contentBlockStop", {"contentBlockIndex": 2}),
-        _event("messageStop", {"stopReason": "tool_use"}),
-        _event(
+        event_frame("messageStart", {"role": "assistant"}),
+        event_frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"reasoningContent": {"text": "Add them."}}}),
+        event_frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"reasoningContent": {"signature": "c2ln"}}}),
+        text_frame(1, "It is "),
+        text_frame(1, "42."),
+        event_frame(
+            "contentBlockStart", {"contentBlockIndex": 2, "start": {"toolUse": {"toolUseId": "tooluse_1", "name": "calc"}}}
+        ),
+        event_frame("contentBlockDelta", {"contentBlockIndex": 2, "delta": {"toolUse": {"input": '{"a": 1'}}}),
+        event_frame("contentBlockDelta", {"contentBlockIndex": 2, "delta": {"toolUse": {"input": '7, "b": 25}'}}}),
+        event_frame("contentBlockStop", {"contentBlockIndex": 2}),
+        event_frame("messageStop", {"stopReason": "tool_use"}),
+        event_frame(
             "metadata",
             {"usage": {"inputTokens": 21, "outputTokens": 9, "cacheReadInputTokens": 5}, "metrics": {"latencyMs": 812}},
         ),
     ]
-    chunks = _awkward(frames)
+    chunks = awkward(frames)
     assert len(chunks) == len(frames) and b"".join(chunks) == b"".join(frames)
     record = _record(chunks)
     out = read_response(record)
@@ -136,7 +79,7 @@ def test_a_converse_stream_is_read_event_by_event_at_the_chunk_of_its_last_byte(
     ]
     assert (out.finish_reason, out.finish_reason_raw) == ("tool_calls", "tool_use")
     assert (out.prompt_tokens, out.cached_tokens, out.output_tokens) == (21, 5, 9)
-    assert [e.chunk for e in out.events] == [_chunk_of_end(chunks, frames, k) for k in range(len(frames))]
+    assert [e.chunk for e in out.events] == [chunk_of_end(chunks, frames, k) for k in range(len(frames))]
     assert stream_done(chunks, out) and out.invalid_utf8 == []
 
     times = [10.0 * (i + 1) for i in range(len(chunks))]
@@ -156,17 +99,17 @@ def test_a_converse_stream_is_read_event_by_event_at_the_chunk_of_its_last_byte(
     assert m["model"] == _MODEL and m["finish_reason"] == "tool_calls"
     # the frames that carry reasoning, text, a tool use's name (its start, as a chat call's first piece) or its input
     bearing = [1, 3, 4, 5, 6, 7]
-    at = [times[_chunk_of_end(chunks, frames, k)] * 1e6 for k in bearing]
+    at = [times[chunk_of_end(chunks, frames, k)] * 1e6 for k in bearing]
     assert m["ttft_ns"] == at[0] and m["ttft_content_ns"] == at[1] and m["t_last_token_ns"] == at[-1]
     assert (m["output_tokens"], m["output_tokens_source"], m["token_events"]) == (9, "usage", len(bearing))
-    assert m["tpot_ns"] == (times[_chunk_of_end(chunks, frames, 9)] * 1e6 - at[0]) / (9 - 1)  # the finish event ends the span
+    assert m["tpot_ns"] == (times[chunk_of_end(chunks, frames, 9)] * 1e6 - at[0]) / (9 - 1)  # the finish event ends the span
     gaps = [r["gap_ns"] for r in a.query("SELECT gap_ns FROM itl WHERE exchange_id = 'x'").records()]
     assert sorted(gaps) == sorted(b - a_ for a_, b in itertools.pairwise(sorted(set(at))))
     assert (m["server_total_ns"], m["server_timings_source"]) == (812_000_000, "Bedrock metrics.latencyMs (server-measured)")
 
 
 def test_a_cut_or_damaged_frame_is_read_up_to_it_and_said_so(load: Load) -> None:
-    whole = _frames("4", "2")
+    whole = answer_frames("4", "2")
     body = b"".join(whole)
     third = len(whole[0]) + len(whole[1])  # where the third message (the first text) starts
     fourth = third + len(whole[2])
@@ -196,7 +139,7 @@ def test_a_cut_or_damaged_frame_is_read_up_to_it_and_said_so(load: Load) -> None
                 chunks=[(10.0, body[:third]), (20.0, body[third : fourth - 7])],
                 request=json.dumps(_BODY).encode(),
                 path=_PATH,
-                headers=[["content-type", _EVENTSTREAM]],
+                headers=[["content-type", EVENTSTREAM]],
             )
         ]
     )
@@ -207,12 +150,12 @@ def test_a_cut_or_damaged_frame_is_read_up_to_it_and_said_so(load: Load) -> None
 
 
 def test_an_exception_message_is_an_error_answer(load: Load) -> None:
-    frames = [*_frames("4")[:3], _exception("modelStreamErrorException", "The model failed mid-stream.")]
+    frames = [*answer_frames("4")[:3], exception_frame("modelStreamErrorException", "The model failed mid-stream.")]
     out = read_response(_record(frames))
     assert out.readable and out.error is None and out.text == "4"
     assert out.error_message == "modelStreamErrorException: The model failed mid-stream." and out.finish_reason == "error"
-    framing_error = _message({":message-type": "error", ":error-code": "InternalFailure", ":error-message": "boom"}, b"")
-    out = read_response(_record([*_frames("4")[:3], framing_error]))
+    framing_error = message_frame({":message-type": "error", ":error-code": "InternalFailure", ":error-message": "boom"}, b"")
+    out = read_response(_record([*answer_frames("4")[:3], framing_error]))
     assert out.error_message == "InternalFailure: boom" and out.finish_reason == "error"
     a = load(
         [
@@ -221,7 +164,7 @@ def test_an_exception_message_is_an_error_answer(load: Load) -> None:
                 chunks=[(10.0 * (i + 1), f) for i, f in enumerate(frames)],
                 request=json.dumps(_BODY).encode(),
                 path=_PATH,
-                headers=[["content-type", _EVENTSTREAM]],
+                headers=[["content-type", EVENTSTREAM]],
             )
         ]
     )
@@ -229,23 +172,23 @@ def test_an_exception_message_is_an_error_answer(load: Load) -> None:
     assert m["ok"] is False and m["finish_reason"] == "error" and m["parse_error"] is None
 
 
-_STREAMED = (_PATH, _BODY, _EVENTSTREAM)
+_STREAMED = (_PATH, _BODY, EVENTSTREAM)
 
 
 def test_converse_streams_that_differ_differ_and_the_same_match(tmp_path: Path) -> None:
-    whole = _frames("4", "2")
+    whole = answer_frames("4", "2")
     body = b"".join(whole)
     differ = {
-        "text": (_STREAMED, _awkward(whole), _awkward(_frames("4", "3"))),
-        "stop": (_STREAMED, _awkward(whole), _awkward(_frames("4", "2", stop="max_tokens"))),
-        "torn": (_STREAMED, _awkward(whole), [body[:-3]]),
+        "text": (_STREAMED, awkward(whole), awkward(answer_frames("4", "3"))),
+        "stop": (_STREAMED, awkward(whole), awkward(answer_frames("4", "2", stop="max_tokens"))),
+        "torn": (_STREAMED, awkward(whole), [body[:-3]]),
     }
     a, b = pair_captures(tmp_path / "differ", differ)
     d = compare(a, b, top=3)["divergence"]
     assert d["counts"].get("exact", 0) == 0, d["counts"]
     assert sum(r["read_both"] for r in d["readable"].values()) == 3
     # Its latency, its padding (so every CRC) and its chunking new on every run: the same answer all the same.
-    same = {"text": (_STREAMED, _awkward(whole), [b"".join(_frames("4", "2", latency=300, pad="abcdefghijk"))])}
+    same = {"text": (_STREAMED, awkward(whole), [b"".join(answer_frames("4", "2", latency=300, pad="abcdefghijk"))])}
     a, b = pair_captures(tmp_path / "same", same)
     d = compare(a, b, top=1)["divergence"]
     assert d["exact_match_rate"] == 1 and sum(r["read_both"] for r in d["readable"].values()) == 1
@@ -266,14 +209,14 @@ def test_additional_model_request_fields_are_settings(tmp_path: Path) -> None:
     assert asked.sampling == {"max_tokens": 64, "temperature": 0, "top_k": 40}
     both = {**_BODY, "additionalModelRequestFields": {"top_k": 40, "temperature": 1, "thinking": {"type": "enabled"}}}
     assert read_request(_record([], body=both)).sampling["temperature"] == 0  # inferenceConfig's is the one Bedrock reads
-    frames = _frames("4", "2")
+    frames = answer_frames("4", "2")
     for name, top_k, differs in (("differ", 1, True), ("same", 40, False)):
         # B replays A's request (its source_id), with top_k set as a replay's --set would
         a, b = tmp_path / name / "a", tmp_path / name / "b"
-        write_capture(a, [{"id": "x", "path": _PATH, "body": _BODY, "chunks": frames, "content_type": _EVENTSTREAM}])
+        write_capture(a, [{"id": "x", "path": _PATH, "body": _BODY, "chunks": frames, "content_type": EVENTSTREAM}])
         body_b = {**_BODY, "additionalModelRequestFields": {"top_k": top_k}}
         write_capture(
-            b, [{"id": "y", "source_id": "x", "path": _PATH, "body": body_b, "chunks": frames, "content_type": _EVENTSTREAM}]
+            b, [{"id": "y", "source_id": "x", "path": _PATH, "body": body_b, "chunks": frames, "content_type": EVENTSTREAM}]
         )
         for side in (a, b):
             enrich_with_a_dead_engine(side)
