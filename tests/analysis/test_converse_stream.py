@@ -225,3 +225,24 @@ def test_additional_model_request_fields_are_settings(tmp_path: Path) -> None:
         assert bool(rows) is differs and len(settings) == len(rows), (name, settings)
         if differs:
             assert rows[0]["a"].startswith("40") and rows[0]["b"].startswith("1"), rows
+
+
+def test_every_cut_and_every_flipped_bit_is_read_up_to_it_never_a_crash() -> None:
+    """Cut at each byte, the stream reads as the whole messages before the cut and says it was cut;
+    a bit flipped anywhere fails a CRC (CRC32 catches every one-bit error), never read as other words."""
+    whole = answer_frames("4", "2")
+    body = b"".join(whole)
+    ends = list(itertools.accumulate(map(len, whole)))
+    for cut in range(len(body)):
+        out = read_response(_record([body[:cut]] if cut else []))
+        held = sum(end <= cut for end in ends)  # the messages whole before the cut
+        assert len(out.events) == held, cut
+        assert out.text == "42"[: max(0, held - 2)], cut
+        assert (out.error or "").startswith("the event stream was cut") is (cut not in (0, *ends)), (cut, out.error)
+    for at in range(len(body)):
+        for bit in range(8):
+            damaged = bytearray(body)
+            damaged[at] ^= 1 << bit
+            out = read_response(_record([bytes(damaged)]))
+            assert out.error is not None and out.error.startswith("the event stream was cut"), (at, bit)
+            assert "42".startswith(out.text), (at, bit)
