@@ -7,10 +7,12 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from infertap.apis import Api, api_for, body_apis, json_body
+from infertap.apis.body import body_encoding, decoded_body
 from infertap.capture.identity import WorkloadIdentity
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
@@ -55,12 +57,14 @@ class _Prepared:
     source_refused: int = 0  # exchanges the source's recorder refused: never sent upstream, not replayed
     repeat: int = 1  # passes over the workload: the counts above and below are of one (the source's exchanges)
     unpinned: int = 0  # with --pin-defaults: exchanges of a repeated id, an enrichment of which pins them nothing
+    placed: dict[str, dict[str, str]] = field(default_factory=dict)  # a --set/--unset name -> API -> name written
 
     def facts(self) -> dict[str, Any]:
         """Where from, against what, and what of the source is left out or sent as recorded (``counted``
         per pass of ``--repeat``, the source's exchanges, each count alike): told ``on_start``, and in the summary."""
         facts = {"source": self.source, "target": self.shown, "target_kind": self.target_kind, "not_kept": self.not_kept}
         left: dict[str, Any] = {"source_refused": self.source_refused, "as_recorded": self.as_recorded, "unpinned": self.unpinned}
+        left["placed"] = self.placed
         # what failed when recorded, replayed as recorded: likely to fail again, whatever the target
         left["source_failed"] = failed_when_recorded([item for item in self.items if item.repeat == 0])
         return {**facts, **left, "repeat": self.repeat, "counted": "per pass"}
@@ -138,7 +142,37 @@ def _prepare(config: ReplayConfig, shown: str) -> _Prepared:
         workload.source_refused,
         config.repeat,
         workload.unpinned if transforms.pin_defaults else 0,
+        transforms.placed(_apis(workload.items)) if transforms.set_values or transforms.unset else {},
     )
+
+
+def _apis(items: list[Item]) -> list[Api]:
+    """The APIs the requests speak: each path's, or where a path's body chooses (``/generate``:
+    SGLang's or TGI's), those its bodies choose, read until each it may choose is found."""
+    out: dict[str, Api] = {}
+    for path in dict.fromkeys(item.path for item in items):
+        choices = body_apis(path)
+        if not choices:
+            api = api_for(path)
+            out[api.name] = api
+            continue
+        for item in (item for item in items if item.path == path):
+            api = api_for(path, json_body(decoded(item)))
+            out[api.name] = api
+            if all(a.name in out for a in choices):
+                break
+    return list(out.values())
+
+
+def decoded(item: Item) -> bytes:
+    """``item``'s body with its content-encoding undone (as recorded where it can't be)."""
+    encoding = body_encoding(item.headers)
+    if encoding is None:
+        return item.body
+    try:
+        return decoded_body(item.body, encoding)
+    except ValueError:
+        return item.body
 
 
 def _target_kind(config: ReplayConfig, probe_headers: dict[str, str]) -> str | None:
@@ -212,6 +246,8 @@ def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
             "model": transforms.model,
             "set": [k for k, _ in transforms.set_values],
             "unset": transforms.unset,
+            # where a request's API reads a name given above under another: {"max_tokens": {"responses": "max_output_tokens"}}
+            "placed": prepared.placed,
             "headers": sorted(transforms.headers),
             "drop_headers": sorted(transforms.drop_headers),
             # those a request carried: a header none sent is dropped from nothing, no change to the workload

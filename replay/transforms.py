@@ -330,6 +330,25 @@ class Transforms:
             return bool(self.set_values or self.unset) or self.pin_defaults
         return any("." in (_in_options(dotted) if ollama else dotted) for dotted, _ in self.set_values)
 
+    def placed(self, apis: Iterable[Api]) -> dict[str, dict[str, str]]:
+        """Where each setting given to ``--set`` or ``--unset`` goes in a request of each of ``apis``
+        that writes it under another name than given (``max_tokens`` as ``max_output_tokens`` on
+        Responses, ``options.num_predict`` on Ollama's): what the replay's header and notes say it
+        set. A batch's list of settings objects is named by its key (``sampling_params``)."""
+        out: dict[str, dict[str, str]] = {}
+        for given in dict.fromkeys([*(d for d, _ in self.set_values), *self.unset]):
+            for api in apis:
+                if api.settings_place is not None:
+                    try:
+                        where = setting_paths(api, {}, given, refuse=False)[0]
+                    except NoPlace:
+                        continue  # refused before anything is sent: never in a replay's header
+                else:
+                    where = _in_options(given) if api.name in _OPTIONS_APIS else given
+                if where != given:
+                    out.setdefault(given, {})[api.name] = where
+        return out
+
     @staticmethod
     def places_settings(path: str | None) -> bool:
         """Whether a request to ``path`` may speak an API that says where it reads its settings

@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from click.testing import CliRunner
 
 from infertap.apis import read_request
 from infertap.capture.reader import CaptureReader
+from infertap.cli import cli
 from infertap.replay import ReplayConfig, ReplayError, Transforms, run_replay
 from tests.helpers import write_capture
 
@@ -114,3 +116,44 @@ def test_a_temperature_of_0_on_tgi_is_refused_with_its_greedy_spelling(fake, tmp
     assert sent == sorted(
         [{**sglang, "sampling_params": {"temperature": 0.1}}, {**tgi, "parameters": {"temperature": 0.1}}], key=json.dumps
     )
+
+
+def test_the_header_and_a_note_say_under_which_name_each_api_got_a_setting(fake, tmp_path):
+    """``--set max_tokens`` and ``--unset stop`` over Responses, Messages, TGI's ``/generate`` and chat:
+    the replay's header (``transforms.placed``) and its note on stderr name what each API got them as
+    where it differs from the name given; chat, which reads them as given, is named in neither."""
+    app, url = fake
+    tgi = {"inputs": "The capital of France is", "parameters": {"max_new_tokens": 8}}
+    chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    exchanges = [
+        {"path": "/v1/responses", "body": _RESPONSES, "chunks": [b"{}"]},
+        {"path": "/v1/messages", "body": _MESSAGES, "chunks": [b"{}"]},
+        {"path": "/generate", "body": tgi, "chunks": [b"{}"]},
+        {"path": "/v1/chat/completions", "body": chat, "chunks": [b"{}"]},
+    ]
+    write_capture(tmp_path / "src", exchanges)
+    args = ["replay", str(tmp_path / "src"), "--target", url, "--no-probe", "--no-telemetry", "--json"]
+    done = CliRunner().invoke(cli, [*args, "--set", "max_tokens=4", "--unset", "stop", "--out", str(tmp_path / "out")])
+    assert done.exit_code == 0, done.output
+    placed = {
+        "max_tokens": {"responses": "max_output_tokens", "tgi-generate": "parameters.max_new_tokens"},
+        "stop": {"messages": "stop_sequences", "tgi-generate": "parameters.stop"},
+    }
+    header = next(CaptureReader(tmp_path / "out").records())
+    assert header["recorder"]["transforms"]["placed"] == placed
+    assert header["recorder"]["transforms"]["set"] == ["max_tokens"] and header["recorder"]["transforms"]["unset"] == ["stop"]
+    notes = [line for line in done.stderr.splitlines() if "goes where each API reads it" in line]
+    assert notes == [
+        "note: max_tokens goes where each API reads it: max_output_tokens on responses, parameters.max_new_tokens on tgi-generate requests",
+        "note: stop goes where each API reads it: stop_sequences on messages, parameters.stop on tgi-generate requests",
+    ]
+    sent = {r["path"]: json.loads(r["body"]) for r in app.requests}
+    assert sent["/v1/chat/completions"] == {**chat, "max_tokens": 4}  # chat reads it as given: no note of it
+
+    # The match: temperature, which Responses, Messages and chat read as given, is placed in TGI's parameters alone.
+    done = CliRunner().invoke(cli, [*args, "--set", "temperature=0.5", "--out", str(tmp_path / "same")])
+    assert done.exit_code == 0, done.output
+    assert next(CaptureReader(tmp_path / "same").records())["recorder"]["transforms"]["placed"] == {
+        "temperature": {"tgi-generate": "parameters.temperature"}
+    }
+    assert "note: temperature goes where each API reads it: parameters.temperature on tgi-generate requests" in done.stderr
