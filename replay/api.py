@@ -11,8 +11,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from infertap.apis import Api, api_for, body_apis, json_body
-from infertap.apis.body import body_encoding, decoded_body
 from infertap.capture.identity import WorkloadIdentity
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
@@ -142,37 +140,8 @@ def _prepare(config: ReplayConfig, shown: str) -> _Prepared:
         workload.source_refused,
         config.repeat,
         workload.unpinned if transforms.pin_defaults else 0,
-        transforms.placed(_apis(workload.items)) if transforms.set_values or transforms.unset else {},
+        transforms.placed(workload.apis) if transforms.set_values or transforms.unset else {},
     )
-
-
-def _apis(items: list[Item]) -> list[Api]:
-    """The APIs the requests speak: each path's, or where a path's body chooses (``/generate``:
-    SGLang's or TGI's), those its bodies choose, read until each it may choose is found."""
-    out: dict[str, Api] = {}
-    for path in dict.fromkeys(item.path for item in items):
-        choices = body_apis(path)
-        if not choices:
-            api = api_for(path)
-            out[api.name] = api
-            continue
-        for item in (item for item in items if item.path == path):
-            api = api_for(path, json_body(decoded(item)))
-            out[api.name] = api
-            if all(a.name in out for a in choices):
-                break
-    return list(out.values())
-
-
-def decoded(item: Item) -> bytes:
-    """``item``'s body with its content-encoding undone (as recorded where it can't be)."""
-    encoding = body_encoding(item.headers)
-    if encoding is None:
-        return item.body
-    try:
-        return decoded_body(item.body, encoding)
-    except ValueError:
-        return item.body
 
 
 def _target_kind(config: ReplayConfig, probe_headers: dict[str, str]) -> str | None:
