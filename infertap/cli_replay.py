@@ -415,6 +415,9 @@ def _note(info: dict[str, Any]) -> None:
         click.echo(f"note: {_source_refused(info['source_refused'])}{each}", err=True)
     if info.get("unpinned"):
         click.echo(f"note: {_unpinned(info['unpinned'])}{each}", err=True)
+    for given, apis in (info.get("placed") or {}).items():
+        where = ", ".join(f"{name} on {api}" for api, name in apis.items())
+        click.echo(f"note: {given} goes where each API reads it: {where} requests", err=True)
     if info["as_recorded"]:
         click.echo(
             f"note: {info['as_recorded']} request bodies are not JSON objects (multipart uploads): "

@@ -7,7 +7,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,12 +55,14 @@ class _Prepared:
     source_refused: int = 0  # exchanges the source's recorder refused: never sent upstream, not replayed
     repeat: int = 1  # passes over the workload: the counts above and below are of one (the source's exchanges)
     unpinned: int = 0  # with --pin-defaults: exchanges of a repeated id, an enrichment of which pins them nothing
+    placed: dict[str, dict[str, str]] = field(default_factory=dict)  # a --set/--unset name -> API -> name written
 
     def facts(self) -> dict[str, Any]:
         """Where from, against what, and what of the source is left out or sent as recorded (``counted``
         per pass of ``--repeat``, the source's exchanges, each count alike): told ``on_start``, and in the summary."""
         facts = {"source": self.source, "target": self.shown, "target_kind": self.target_kind, "not_kept": self.not_kept}
         left: dict[str, Any] = {"source_refused": self.source_refused, "as_recorded": self.as_recorded, "unpinned": self.unpinned}
+        left["placed"] = self.placed
         # what failed when recorded, replayed as recorded: likely to fail again, whatever the target
         left["source_failed"] = failed_when_recorded([item for item in self.items if item.repeat == 0])
         return {**facts, **left, "repeat": self.repeat, "counted": "per pass"}
@@ -138,6 +140,7 @@ def _prepare(config: ReplayConfig, shown: str) -> _Prepared:
         workload.source_refused,
         config.repeat,
         workload.unpinned if transforms.pin_defaults else 0,
+        transforms.placed(workload.apis) if transforms.set_values or transforms.unset else {},
     )
 
 
@@ -212,6 +215,8 @@ def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
             "model": transforms.model,
             "set": [k for k, _ in transforms.set_values],
             "unset": transforms.unset,
+            # where a request's API reads a name given above under another: {"max_tokens": {"responses": "max_output_tokens"}}
+            "placed": prepared.placed,
             "headers": sorted(transforms.headers),
             "drop_headers": sorted(transforms.drop_headers),
             # those a request carried: a header none sent is dropped from nothing, no change to the workload

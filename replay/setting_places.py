@@ -1,11 +1,12 @@
-"""Where a replay's sampling settings go in a request of an API that reads them in an object of
-their own (``apis.SettingsPlace``): SGLang's ``/generate`` in ``sampling_params``, TGI's in
-``parameters``, Bedrock's Converse in ``inferenceConfig``. A ``--set temperature=0`` written at the
-top level there is read by nothing (or refused), and the replay would run with other settings than
-it says; so each setting goes in that object under the API's own name (``max_tokens`` as
-``max_new_tokens``, ``maxTokens``), and one the API has no name for is refused, never written where
-it is ignored. (Ollama's ``options``, which take any name, get Ollama's names for the settings it
-knows: ``transforms._in_options``.)
+"""Where a replay's sampling settings go in a request of an API that says where it reads them
+(``apis.SettingsPlace``): SGLang's ``/generate`` in ``sampling_params``, TGI's in ``parameters``,
+Bedrock's Converse in ``inferenceConfig``, OpenAI's Responses and Anthropic's Messages at the top
+level under their own names (``max_output_tokens``, ``stop_sequences``). A ``--set max_tokens=8``
+written where the server reads nothing replays without the limit while saying it set one; so each
+setting goes where the API reads it under the API's own name (``max_tokens`` as
+``max_new_tokens``, ``maxTokens``), and one the API has no place for is refused, set or unset,
+never written (or removed) where nothing reads it. (Ollama's ``options``, which take any name, get
+Ollama's names for the settings it knows: ``transforms._in_options``.)
 """
 
 from __future__ import annotations
@@ -36,19 +37,22 @@ def is_setting(name: str) -> bool:
 
 def setting_paths(api: Api, body: dict[str, Any], dotted: str, *, refuse: bool) -> list[str]:
     """The dotted paths in ``body`` where ``dotted`` (a setting, or a path through one, as the user
-    named it) is read by ``api``: in its settings object, one path per object of a batch's list;
-    ``dotted`` itself where its first key is no sampling setting (``stream``, ``sampling_params.x``).
-    A sampling setting the API has no name for is refused where ``refuse`` (a value to write),
-    else left as given (a removal: nothing the API reads can be there)."""
+    named it) is read by ``api``: in its settings object (at the top level where it has none),
+    one path per object of a batch's list; ``dotted`` itself where its first key is no sampling
+    setting (``stream``, ``sampling_params.x``), or one an open place has no name of its own for.
+    A sampling setting the API has no place for is refused (``NoPlace``), to set or to remove: the
+    server reads it nowhere. ``refuse``: a value to write, which needs an object to go in."""
     place = api.settings_place
     assert place is not None
     first, _, rest = dotted.partition(".")
     own = own_name(place, first)
     if own is None:
-        if refuse and is_setting(first):
+        if is_setting(first) and not place.open:
             raise NoPlace(no_place(api, first))
         return [dotted]
     tail = f"{own}.{rest}" if rest else own
+    if place.key is None:
+        return [tail]
     held = body.get(place.key)
     if place.lists and isinstance(held, list):
         if not held and refuse:
@@ -57,19 +61,33 @@ def setting_paths(api: Api, body: dict[str, Any], dotted: str, *, refuse: bool) 
     return [f"{place.key}.{tail}"]
 
 
+def check_value(api: Api, name: str, value: Any) -> None:
+    """Refuse a value the API refuses for the setting ``name`` before anything is sent, saying how
+    it asks for what the value means (TGI's ``temperature`` of 0: greedy is ``do_sample`` false)."""
+    place = api.settings_place
+    assert place is not None
+    how = place.positive.get(canonical(name))
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if how is not None and number and value <= 0:
+        raise NoPlace(f"{api.name} refuses a {name} of {value} (it must be above 0): {how}")
+
+
 def no_place(api: Api, name: str) -> str:
     place = api.settings_place
     assert place is not None
     known = ", ".join(sorted(set(place.names.values())))
-    return f"{api.name} reads no setting {name!r} (its sampling settings go in {place.key!r}: {known}); written elsewhere, the server would not apply it"
+    where = f"go in {place.key!r}" if place.key is not None else "are read at the top level"
+    return f"{api.name} reads no setting {name!r} (its sampling settings {where}: {known}); the server reads it nowhere"
 
 
 def open_place(api: Api, body: dict[str, Any]) -> None:
     """A ``null`` settings object made an empty one before a setting goes in it (the server reads
     null as no settings, and a setting can go in no null); one that is neither an object nor (for
-    a batch) a list is refused: no setting can go in it."""
+    a batch) a list is refused: no setting can go in it. Nothing to open at the top level."""
     place = api.settings_place
     assert place is not None
+    if place.key is None:
+        return
     if place.key in body and body[place.key] is None:
         body[place.key] = {}
     held = body.get(place.key)

@@ -25,7 +25,7 @@ from infertap.errors import InfertapError
 from infertap.proxy.hops import HOP_REQUEST, connection_named
 
 from .encoded_body import encode
-from .setting_places import NoPlace, is_setting, open_place, setting_paths
+from .setting_places import NoPlace, check_value, is_setting, open_place, setting_paths
 
 
 class TransformError(InfertapError):
@@ -217,14 +217,15 @@ class Transforms:
         loads, so that a transform that can't apply is an error before anything is sent. On
         Ollama's native API (``path``) a sampling setting, set, unset or pinned, goes in ``options``:
         Ollama ignores a top-level ``temperature``; on SGLang's and TGI's ``/generate`` in
-        ``sampling_params`` and ``parameters``, under their names (``_apply_placed``). A pinned
+        ``sampling_params`` and ``parameters``, on Responses and Messages at the top level, under
+        their names (``_apply_placed``: ``max_output_tokens``, ``stop_sequences``). A pinned
         setting replaces one the body has only
         where the source ignored that field (its value never applied there, so the target must not
         apply it either)."""
         changed = False
         api = api_for(path, body) if path is not None else None
         if api is not None and api.settings_place is not None:
-            return self._apply_placed(api, body, pinned)
+            return self._apply_placed(api, body, pinned, target_kind)
         ollama = api is not None and api.name in _OPTIONS_APIS
         where = _in_options if ollama else _as_given
         if ollama and "options" in body and body["options"] is None and self._fills_options(pinned):
@@ -259,33 +260,38 @@ class Transforms:
             return True
         return False
 
-    def _apply_placed(self, api: Api, body: dict[str, Any], pinned: Mapping[str, Pin] | None) -> bool:
-        """``apply`` on a request whose API reads its settings in an object of their own
-        (``setting_places``: SGLang's and TGI's ``/generate``), each under the API's own name
-        there; one it has no name for refused, set or pinned."""
+    def _apply_placed(self, api: Api, body: dict[str, Any], pinned: Mapping[str, Pin] | None, target_kind: str | None) -> bool:
+        """``apply`` on a request whose API says where it reads its settings (``setting_places``:
+        SGLang's and TGI's ``/generate``, Converse, Responses, Messages), each under the API's own
+        name there; one it has no place for refused, set, unset or pinned, as is a value it refuses
+        (TGI's temperature of 0)."""
         changed = False
         settings = [d for d, _ in self.set_values if is_setting(d.split(".", 1)[0])]
         option = "--pin-defaults" if self.pin_defaults else f"--set {settings[0]}" if settings else ""
+        renames = _TARGET_NAMES.get(target_kind or "", {})
         try:
             if option:
                 open_place(api, body)  # checked whatever this request's pins, as Ollama's options
             for name, pin in (pinned or {}).items():
-                for dotted in setting_paths(api, body, name, refuse=True):
+                for dotted in setting_paths(api, body, renames.get(name, name), refuse=True):
                     field_name = dotted.rsplit(".", 1)[-1]
                     if field_name in pin.ignored or not _has_path(body, dotted):
+                        check_value(api, name, pin.value)
                         set_path(body, dotted, _own(pin.value))
                         changed = True
-            for option_value in self.set_values:
-                option = f"--set {option_value[0]}"
-                for dotted in setting_paths(api, body, option_value[0], refuse=True):
-                    set_path(body, dotted, _own(option_value[1]))
+            for given, value in self.set_values:
+                option = f"--set {given}"
+                check_value(api, given, value)
+                for dotted in setting_paths(api, body, given, refuse=True):
+                    set_path(body, dotted, _own(value))
                     changed = True
+            changed = self._model(body) or changed
+            for given in self.unset:
+                option = f"--unset {given}"
+                for dotted in setting_paths(api, body, given, refuse=False):
+                    changed = unset_path(body, dotted) or changed
         except NoPlace as exc:
             raise TransformError(f"{option}: {exc}") from exc
-        changed = self._model(body) or changed
-        for given in self.unset:
-            for dotted in setting_paths(api, body, given, refuse=False):
-                changed = unset_path(body, dotted) or changed
         return changed
 
     def _fills_options(self, pinned: Mapping[str, Pin] | None) -> bool:
@@ -316,18 +322,37 @@ class Transforms:
         """Whether ``apply`` can fail on some JSON object sent to ``path``: only a ``--set`` of a
         dotted path can (a key on the way holds something other than an object), and on Ollama's
         API one of a sampling setting or ``--pin-defaults`` (they go in ``options``), and on an API
-        that reads settings in an object of its own (``places_settings``) any ``--set`` or pin."""
+        that says where it reads settings (``places_settings``) any ``--set``, ``--unset`` or pin."""
         ollama = path is not None and api_for(path).name in _OPTIONS_APIS
         if ollama and self.pin_defaults:
             return True
-        if self.places_settings(path):  # a setting it has no name for, or an object that can't hold one
-            return bool(self.set_values) or self.pin_defaults
+        if self.places_settings(path):  # a setting it has no place for, or an object that can't hold one
+            return bool(self.set_values or self.unset) or self.pin_defaults
         return any("." in (_in_options(dotted) if ollama else dotted) for dotted, _ in self.set_values)
+
+    def placed(self, apis: Iterable[Api]) -> dict[str, dict[str, str]]:
+        """Where each setting given to ``--set`` or ``--unset`` goes in a request of each of ``apis``
+        that writes it under another name than given (``max_tokens`` as ``max_output_tokens`` on
+        Responses, ``options.num_predict`` on Ollama's): what the replay's header and notes say it
+        set. A batch's list of settings objects is named by its key (``sampling_params``)."""
+        out: dict[str, dict[str, str]] = {}
+        for given in dict.fromkeys([*(d for d, _ in self.set_values), *self.unset]):
+            for api in apis:
+                if api.settings_place is not None:
+                    try:
+                        where = setting_paths(api, {}, given, refuse=False)[0]
+                    except NoPlace:
+                        continue  # refused before anything is sent: never in a replay's header
+                else:
+                    where = _in_options(given) if api.name in _OPTIONS_APIS else given
+                if where != given:
+                    out.setdefault(given, {})[api.name] = where
+        return out
 
     @staticmethod
     def places_settings(path: str | None) -> bool:
-        """Whether a request to ``path`` may speak an API that reads its settings in an object of
-        their own (``setting_places``): its path names one, or its body chooses one (``/generate``)."""
+        """Whether a request to ``path`` may speak an API that says where it reads its settings
+        (``setting_places``): its path names one, or its body chooses one (``/generate``)."""
         if path is None:
             return False
         return api_for(path).settings_place is not None or any(a.settings_place is not None for a in body_apis(path))

@@ -37,7 +37,7 @@ from typing import Any, TypeGuard
 import msgspec
 from msgspec import UNSET
 
-from infertap.apis import Links, api_for, json_body, link, sessions_of, think_times_from, turns_of
+from infertap.apis import Api, Links, api_for, body_apis, json_body, link, sessions_of, think_times_from, turns_of
 from infertap.apis.body import unencoded
 from infertap.apis.conversation import ChatPrefixes, Prefixes, read_links
 from infertap.apis.fastjson import NOT_JSON, utf8
@@ -264,6 +264,20 @@ class Workload:
     not_kept: int = 0  # exchanges the filters chose but left out: their request body was not kept, never sent empty
     source_refused: int = 0  # exchanges chosen (filters, limit, sessions) the source's recorder refused: not replayed
     unpinned: int = 0  # exchanges chosen whose id others of their capture carry: an enrichment of it gives them no settings
+    apis: tuple[Api, ...] = ()  # the APIs the chosen requests speak, each once
+
+
+def _apis(items: list[Item], chosen: dict[int, Api]) -> tuple[Api, ...]:
+    """The APIs ``items`` speak, each once: each path's, or the one its body chose (``chosen``, by
+    id(item): ``/generate``'s SGLang or TGI)."""
+    by_path: dict[str, Api] = {}
+    out: dict[str, Api] = {}
+    for item in items:
+        api = chosen.get(id(item))
+        if api is None:
+            api = by_path.get(item.path) or by_path.setdefault(item.path, api_for(item.path))
+        out.setdefault(api.name, api)
+    return tuple(out.values())
 
 
 def load_workload(
@@ -337,6 +351,7 @@ def _load(
     refused = next(((item, scan.refusals[id(item)]) for item in items if id(item) in scan.refusals), None)
     as_recorded = sum(1 for item in items if id(item) in scan.as_recorded)  # per pass, as not_kept and source_refused
     unpinned = sum(1 for item in items if id(item) in scan.unpinned)  # per pass too
+    apis = _apis(items, scan.chosen)
     if session_tag is not None:
         _tagged(items, session_tag)
     if repeat > 1:
@@ -346,7 +361,7 @@ def _load(
     source["torn"] = [str(t) for r in readers for t in r.torn]
     if len(readers) > 1:  # one workload of several captures: each named, the first also as the source's path
         source["captures"] = [{"path": str(r.path), "capture_id": c} for r, c in zip(readers, scan.ids, strict=True)]
-    return Workload(items, source, scan.tally.identity(), refused, as_recorded, scan.not_kept, source_refused, unpinned)
+    return Workload(items, source, scan.tally.identity(), refused, as_recorded, scan.not_kept, source_refused, unpinned, apis)
 
 
 _UNLINKED = Links()  # a request that linking passes over: it continues nothing and nothing continues it
@@ -422,6 +437,7 @@ class _Scan:
         self.refusals: dict[int, str] = {}  # id(item) -> why the transforms can't apply to its body
         self.as_recorded: set[int] = set()  # id(item) of bodies no JSON object, that a --model-map passes
         self.unknown: set[int] = set()  # id(item) of requests sent with a body not kept (request_body_unknown)
+        self.chosen: dict[int, Api] = {}  # id(item) -> the API its body chose, where its path names none (/generate)
         self.not_kept = 0  # of those, how many select() chose: left out
         self.chat = ChatPrefixes()
         self._anchor: int | None = None if several else 0  # None: this capture's run start not read yet
@@ -515,6 +531,7 @@ class _Scan:
         # The request, parsed once: for the identity, the model, the conversation, the transforms.
         head = _chat_head(raw) if api_for(path) is CHAT else None
         body: dict[str, Any] | None = None
+        chosen: Api | None = None  # the API its body chose, where its path names none (/generate)
         if head is not None:  # a chat request: its messages as JSON, each read once over the whole capture
             is_object = is_object_decoded = True
             generation = head.messages is not UNSET or head.prompt is not UNSET or head.input is not UNSET
@@ -529,6 +546,7 @@ class _Scan:
             asked = body if body is not None or not raw else json_body(unencoded(raw, r.get("request_headers")))
             is_object_decoded = asked is not None  # a compressed JSON object: the transforms edit it (encoded_body)
             api = api_for(path, asked)
+            chosen = api if body_apis(path) else None
             generation = asked is not None and asks_for_tokens(api, asked)
             model = previous = None
             prefixes = None
@@ -578,6 +596,8 @@ class _Scan:
             item.raw = raw
         else:
             item.store, item.spot = self.store, spot
+        if chosen is not None:
+            self.chosen[id(item)] = chosen
         if unknown:  # not sent: an empty body would be another request
             self.unknown.add(id(item))
         elif refusal is not None:

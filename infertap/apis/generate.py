@@ -89,6 +89,11 @@ TGI_SETTINGS = SettingsPlace(
             "adapter_id",
         }
     ),
+    # validation.rs refuses a temperature of 0 or below; greedy is do_sample false with no warper.
+    positive={
+        "temperature": "greedy decoding there is --set do_sample=false --unset temperature, with no top_k, top_p or "
+        "typical_p (each makes it sample)"
+    },
 )
 
 

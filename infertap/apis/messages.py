@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from .shapes import (
     Api,
     Delta,
+    SettingsPlace,
     ToolCallPart,
     Turn,
     as_dict,
@@ -149,8 +150,17 @@ def _call(index: int, block: dict[str, Any], given: str, *, server: bool) -> Too
     )
 
 
+#: Where Messages reads its sampling settings: at the top level, these alone (Anthropic's API; vLLM's
+#: ``AnthropicMessagesRequest`` and llama-server's ``convert_anthropic_to_oai`` read no others).
+SETTINGS = SettingsPlace(
+    None,
+    {"max_tokens": "max_tokens", "temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "stop": "stop_sequences"},
+)
+
+
 class Messages(Api):
     name = "messages"
+    settings_place = SETTINGS
     finish_map: ClassVar[dict[str, str]] = {
         "end_turn": "stop",
         "stop_sequence": "stop",

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from .shapes import (
     Api,
     Delta,
+    SettingsPlace,
     ToolCallPart,
     Turn,
     as_dict,
@@ -38,8 +39,19 @@ from .shapes import (
 _ENDS = ("response.completed", "response.incomplete", "response.failed", "response.cancelled")
 
 
+#: Where Responses reads its sampling settings: at the top level, its limit as ``max_output_tokens``
+#: (a ``max_tokens`` there is ignored by OpenAI and vLLM, and llama-server takes ``max_output_tokens``
+#: over it). Open: vLLM's Responses reads ``top_k``, ``min_p``, ``seed``, ``stop`` too.
+SETTINGS = SettingsPlace(
+    None,
+    {"max_tokens": "max_output_tokens", "temperature": "temperature", "top_p": "top_p", "top_logprobs": "top_logprobs"},
+    open=True,
+)
+
+
 class Responses(Api):
     name = "responses"
+    settings_place = SETTINGS
     finish_map: ClassVar[dict[str, str]] = {
         "completed": "stop",
         "incomplete:max_output_tokens": "length",

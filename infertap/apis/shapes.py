@@ -283,17 +283,23 @@ class Request:
 
 @dataclass(frozen=True)
 class SettingsPlace:
-    """Where an API reads its sampling settings when not at the top level of a request body, so
-    that a replay's ``--set temperature=0`` lands where the server reads it, not where it reads
-    nothing: the object ``key`` (``sampling_params``), a list of such objects too where ``lists``
-    (one per prompt of a batch); each setting under the API's own name, by canonical name
-    (``sampling.canonical``: ``max_tokens`` -> ``max_new_tokens``); ``others``, settings it reads
-    there that have no canonical name (``ignore_eos``). A sampling setting in neither has no place."""
+    """Where and under which names an API reads its sampling settings, so that a replay's
+    ``--set temperature=0`` lands where the server reads it, not where it reads nothing: the
+    object ``key`` (``sampling_params``; None: the body's top level), a list of such objects too
+    where ``lists`` (one per prompt of a batch); each setting under the API's own name, by
+    canonical name (``sampling.canonical``: ``max_tokens`` -> ``max_new_tokens``, on Responses
+    ``max_output_tokens``); ``others``, settings it reads there that have no canonical name
+    (``ignore_eos``). A sampling setting in neither has no place, unless ``open``: the servers of
+    the API read settings of their own beside its names (vLLM's ``top_k`` on Responses), so it
+    goes as given. ``positive``: settings the API refuses at 0 or below, and how it asks for what
+    0 means instead (TGI's temperature: greedy is ``do_sample`` false)."""
 
-    key: str
+    key: str | None
     names: Mapping[str, str]
     others: frozenset[str] = frozenset()
     lists: bool = False
+    open: bool = False
+    positive: Mapping[str, str] = field(default_factory=dict)
 
 
 class Api:

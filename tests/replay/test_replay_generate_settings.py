@@ -41,27 +41,27 @@ def _capture(path, *, enrich: dict | None = None) -> None:
 def test_set_and_unset_go_where_sglang_and_tgi_read_them_under_their_names(fake, tmp_path):
     app, url = fake
     _capture(tmp_path / "src")
-    given = [("temperature", 0), ("max_tokens", 4), ("repeat_penalty", 1.1), ("seed", 3)]
+    given = [("temperature", 0.2), ("max_tokens", 4), ("repeat_penalty", 1.1), ("seed", 3)]
     transforms = Transforms(set_values=given, unset=["top_k"])
     run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, transforms=transforms))
     sent = _sent(app)
     (sglang, tgi), (stream,) = sent["/generate"], sent["/generate_stream"]
     assert sglang == {
         "text": _SGLANG["text"],
-        "sampling_params": {"temperature": 0, "max_new_tokens": 4, "repetition_penalty": 1.1, "sampling_seed": 3},
+        "sampling_params": {"temperature": 0.2, "max_new_tokens": 4, "repetition_penalty": 1.1, "sampling_seed": 3},
     }
     assert (
         tgi
         == stream
         == {
             "inputs": _TGI["inputs"],
-            "parameters": {"temperature": 0, "max_new_tokens": 4, "repetition_penalty": 1.1, "seed": 3},
+            "parameters": {"temperature": 0.2, "max_new_tokens": 4, "repetition_penalty": 1.1, "seed": 3},
         }
     )
     # What the replay recorded reads as the settings sent: the analysis reads each API's own object.
     replayed = [read_request(x) for x in sorted(CaptureReader(tmp_path / "out").exchanges(), key=lambda x: x["seq"])]
     assert [(r.api, r.sampling) for r in replayed] == [
-        (api, {"temperature": 0, "max_tokens": 4, "repeat_penalty": 1.1, "seed": 3})
+        (api, {"temperature": 0.2, "max_tokens": 4, "repeat_penalty": 1.1, "seed": 3})
         for api in ("sglang-generate", "tgi-generate", "tgi-generate-stream")
     ]
 
@@ -124,11 +124,11 @@ def test_compare_sees_the_settings_a_replay_set(fake, tmp_path):
     app, url = fake
     _capture(tmp_path / "src")
     run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "plain", probe=True, telemetry=False))
-    transforms = Transforms(set_values=[("temperature", 0)])
+    transforms = Transforms(set_values=[("temperature", 0.2)])
     run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "cold", probe=True, telemetry=False, transforms=transforms))
     differ = compare(tmp_path / "plain", tmp_path / "cold")["config"]["settings"]
     assert [(s["setting"], s["a"], s["b"], s["exchanges"]) for s in differ] == [
-        ("temperature", "0.7 (request)", "0 (request)", 3)
+        ("temperature", "0.7 (request)", "0.2 (request)", 3)
     ]
     run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "again", probe=True, telemetry=False))
     assert compare(tmp_path / "plain", tmp_path / "again")["config"]["settings"] == []

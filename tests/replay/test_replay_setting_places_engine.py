@@ -1,0 +1,67 @@
+"""``--set`` on Responses and Messages against the real llama-server, recorded with their own SDKs:
+a limit set as ``max_tokens`` is the one the engine applies on ``/v1/responses`` (which reads
+``max_output_tokens``), and a ``stop`` the one it applies on ``/v1/messages`` (``stop_sequences``);
+the same replay without them runs past both."""
+
+from __future__ import annotations
+
+import pytest
+from anthropic import Anthropic
+from openai import OpenAI
+
+from infertap.apis import read_response
+from infertap.capture.reader import CaptureReader
+from infertap.launch import SMOLLM2_ALIAS, recorder
+from infertap.replay import ReplayConfig, Transforms, run_replay
+
+pytestmark = pytest.mark.engine
+
+PROMPT = "Count from one to twenty in words, separated by commas."
+RECORDED = 32  # the recorded requests' limit
+LIMIT = 3  # the replay's
+
+
+def _answers(capture) -> dict[str, tuple[int | None, str | None, str]]:
+    """Each replayed exchange's (output tokens, finish reason, text), by path."""
+    out = {}
+    for x in CaptureReader(capture).exchanges():
+        read = read_response(x)
+        assert x["status"] == 200 and read.error is None, (x["path"], read.error)
+        out[x["path"]] = (read.output_tokens, read.finish_reason, read.text or "")
+    return out
+
+
+def test_a_set_limit_and_stop_are_the_ones_llama_server_applies_on_responses_and_messages(llama_server_engine, tmp_path):
+    with recorder(llama_server_engine.url, tmp_path / "src") as rec:
+        OpenAI(base_url=f"{rec.url}/v1", api_key="sk-test", max_retries=0, timeout=300).responses.create(
+            model=SMOLLM2_ALIAS, input=PROMPT, max_output_tokens=RECORDED, temperature=0
+        )
+        Anthropic(base_url=rec.url, api_key="sk-ant-test", max_retries=0, timeout=300).messages.create(
+            model=SMOLLM2_ALIAS,
+            max_tokens=RECORDED,
+            messages=[{"role": "user", "content": PROMPT}],
+            extra_body={"temperature": 0},
+        )
+        assert rec.stop() == 0
+
+    def replay(name: str, transforms: Transforms) -> dict[str, tuple[int | None, str | None, str]]:
+        config = ReplayConfig(tmp_path / "src", llama_server_engine.url, tmp_path / name, probe=False, transforms=transforms)
+        run_replay(config)
+        return _answers(tmp_path / name)
+
+    plain = replay("plain", Transforms())
+    assert all(tokens is not None and tokens > LIMIT for tokens, _, _ in plain.values()), plain
+
+    limited = replay("limited", Transforms(set_values=[("max_tokens", LIMIT)]))
+    # (llama-server's Responses says "completed" of an answer cut at its limit: the count is what says it.)
+    assert {path: tokens for path, (tokens, _, _) in limited.items()} == dict.fromkeys(plain, LIMIT)
+    assert limited["/v1/messages"][1] == "length"
+
+    # A stop at a piece of the unstopped answer past its start (where it is first seen there): the
+    # stopped answer ends before it.
+    said = plain["/v1/messages"][2].strip()
+    stop = next(said[k : k + 3] for k in range(1, len(said) - 2) if said.find(said[k : k + 3]) == k)
+    stopped = replay("stopped", Transforms(set_values=[("stop", [stop])]))
+    tokens, finish, text = stopped["/v1/messages"]
+    assert stop not in text and finish == "stop", (stop, said, text)
+    assert tokens is not None and tokens < plain["/v1/messages"][0]
