@@ -185,6 +185,8 @@ def _transform(workload: Workload, transforms: Transforms, target_kind: str | No
                 transforms.body(item.body, pinned=_pinned(item), target_kind=target_kind, path=item.path, headers=item.headers)
             except TransformError as exc:
                 raise ReplayError(f"exchange {item.source_id} ({item.method} {item.path}): {exc}") from exc
+    for item in items:  # checked and identified as recorded; sent where the target reads its model
+        item.path = transforms.sent_path(item.path)
     # By the captured list and the key's header (its path's API): items share one per header set.
     done: dict[tuple[int, tuple[str, str] | None], list[tuple[str, str]]] = {}
     headers = []

@@ -17,6 +17,7 @@ from urllib.parse import unquote_plus
 
 from infertap.apis import Api, api_for, body_apis, canonical
 from infertap.apis.body import body_encoding, decoded_body
+from infertap.apis.converse import with_model
 from infertap.apis.fastjson import loads
 from infertap.capture.records import SESSION_HEADERS
 from infertap.capture.redact import REDACTED, redacted_url, without_redacted
@@ -249,6 +250,14 @@ class Transforms:
             changed = unset_path(body, where(dotted)) or changed
         return changed
 
+    def sent_path(self, path: str) -> str:
+        """The path a request goes to: Bedrock's Converse reads its model in the path's
+        ``{modelId}``, so ``--model`` and ``--model-map`` rename it there (a ``model`` written in
+        its body would be ignored, the recorded model run)."""
+        if not (self.model or self.model_map) or not api_for(path).model_in_path:
+            return path
+        return with_model(path, lambda model: self.model or self.model_map.get(model))
+
     def _model(self, body: dict[str, Any]) -> bool:
         """``--model`` or ``--model-map`` applied to ``body``; whether either did."""
         model = body.get("model")
@@ -285,7 +294,8 @@ class Transforms:
                 for dotted in setting_paths(api, body, given, refuse=True):
                     set_path(body, dotted, _own(value))
                     changed = True
-            changed = self._model(body) or changed
+            if not api.model_in_path:  # Bedrock's is renamed in the path (``sent_path``); its body has none
+                changed = self._model(body) or changed
             for given in self.unset:
                 option = f"--unset {given}"
                 for dotted in setting_paths(api, body, given, refuse=False):

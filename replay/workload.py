@@ -551,7 +551,7 @@ class _Scan:
             model = previous = None
             prefixes = None
             if asked is not None:
-                model = asked.get("model") if isinstance(asked.get("model"), str) else None
+                model = api.model(asked, path)  # Bedrock's is in the path
                 previous = asked.get("previous_response_id") if isinstance(asked.get("previous_response_id"), str) else None
                 prefixes = Prefixes.of(api.name, api.turns(asked)[0])
         self.tally.add(r, generation, digest)

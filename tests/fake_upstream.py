@@ -182,7 +182,14 @@ class FakeUpstream:
         body = await read_body(receive)
         path = scope["path"]
         self.requests.append(
-            {"path": path, "headers": scope["headers"], "query": scope["query_string"], "body": body, "at": time.monotonic()}
+            {
+                "path": path,
+                "raw_path": scope.get("raw_path"),
+                "headers": scope["headers"],
+                "query": scope["query_string"],
+                "body": body,
+                "at": time.monotonic(),
+            }
         )
         try:
             params = json.loads(body) if body[:1] == b"{" else {}

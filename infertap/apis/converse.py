@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any, ClassVar
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from .eventstream import Framed, read_messages
 from .fastjson import loads
@@ -68,8 +69,23 @@ def model_in_path(path: str | None) -> str | None:
     return unquote(found.group(1)) if found else None
 
 
+def with_model(path: str, rename: Callable[[str], str | None]) -> str:
+    """``path`` with its ``{modelId}`` renamed by ``rename`` (None: kept), quoted as the recorded one
+    was: the characters it sent unescaped (``:``, ``.``) stay so, any other is escaped (an ARN's ``/``)."""
+    found = _MODEL.search(path)
+    if found is None:
+        return path
+    sent = found.group(1)
+    new = rename(unquote(sent))
+    if new is None:
+        return path
+    kept = "".join(sorted({c for c in sent if not c.isalnum() and c != "%"}))
+    return path[: found.start(1)] + quote(new, safe=kept) + path[found.end(1) :]
+
+
 class Converse(Api):
     name = "bedrock-converse"
+    model_in_path = True
     finish_map: ClassVar[dict[str, str]] = {
         "end_turn": "stop",
         "stop_sequence": "stop",

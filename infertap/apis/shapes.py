@@ -312,6 +312,8 @@ class Api:
     #: ``messages``, ``prompt`` or ``input``.
     inputs: ClassVar[tuple[str, ...] | None] = None
     #: Where its sampling settings go (None: at the top level, under any name).
+    #: Whether the request's model is in its path, not its body (Bedrock's ``/model/{modelId}/...``).
+    model_in_path: ClassVar[bool] = False
     settings_place: ClassVar[SettingsPlace | None] = None
 
     def streams(self, body: dict[str, Any]) -> bool:
