@@ -344,7 +344,7 @@ class Decoder:
         self.sinks = sinks
         self.repeated = repeated  # ids that more than one exchange carries (how many): the second is named "<id>~2", ...
         self.seen: dict[str, int] = {}
-        self.unattached = 0  # enrichments that name one of those ids: with no occurrence, attached to none (enrichment_attached)
+        self.unattached = 0  # enrichments naming no exchange the capture holds, attached to none (enrichment_attached)
         # The capture's ids (``id_seen``; a part sees only its own), so that those carried twice are
         # known without a query over the exchanges table after the decode; ``twice`` is None once an
         # id is not a string (the table's text of it is what the query would compare).
@@ -886,6 +886,7 @@ def decode_records(
         "closed_cleanly": reader.closed_cleanly,
         "torn": torn,
         "rows": rows,
+        "unattached_enrichments": decoder.unattached,  # a part's: its lead's alone (the others read none)
     }
     return meta, decoder
 
@@ -896,13 +897,14 @@ def enrichment_attached(record: dict[str, Any], repeated: Mapping[str, int]) -> 
     writes which of them, in record order), its ``exchange_id`` renamed in place to that exchange's
     name (``<id>~k``, as ``name_apart`` names it); one with none (an older infertap's, the recorder's
     own) can't be told to be the first's or a copy's, and one naming an occurrence past the id's count
-    names an exchange the capture doesn't hold, so the decoded tables and compare's summaries attach
-    either to none."""
+    (of an id one exchange carries: any past the first) names an exchange the capture doesn't hold, so
+    the decoded tables and compare's summaries attach either to none. ``replay.workload`` pins the same."""
     xid = record.get("exchange_id")
+    raw = record.get("occurrence")
+    k = raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 1 else None  # None: it names none
     if not isinstance(xid, str) or xid not in repeated:
-        return True
-    k = record.get("occurrence")
-    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= repeated[xid]:
+        return k is None or k == 1  # enriched as the k-th exchange of its id: a copy this capture lacks
+    if k is None or k > repeated[xid]:
         return False
     record["exchange_id"] = apart(xid, k)
     return True

@@ -133,4 +133,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: the text is all it generated (not of one that reasoned or called a tool: its token events count it).
 #: 99: a chat tool-call piece that names nothing and adds no argument text carries no token (events.tool_calls,
 #: token times, ttft, itl, token events), as an empty content "" carries none.
-DECODE_VERSION = 99
+#: 100: an enrichment whose ``occurrence`` is past the first of an id one exchange carries is attached to
+#: none (enrichments.attached false), and counted in the meta (``unattached_enrichments``) and said.
+DECODE_VERSION = 100

@@ -129,8 +129,8 @@ def table_files(folder: Path, name: str) -> list[Path]:
 
 def repeats(repeated: Mapping[str, int], renamed: int, unattached: int = 0) -> dict[str, Any]:
     """What is kept of the ids named apart: how many, how many exchanges were renamed, one of them,
-    and how many enrichments name one of them attached to none (no occurrence, or one past the id's
-    exchanges: ``decode.enrichment_attached``)."""
+    and how many enrichments name no exchange the capture holds, attached to none (no occurrence of a
+    repeated id, or one past the id's exchanges: ``decode.enrichment_attached``)."""
     return {"ids": len(repeated), "exchanges": renamed, "example": min(repeated), "enrichments": unattached}
 
 
@@ -140,11 +140,20 @@ def repeats_warning(capture: str | os.PathLike[str], r: dict[str, Any]) -> str:
         f"{r['example']!r}: a segment copied in twice?); in the tables they are named <id>~2, <id>~3, ..."
     )
     if n := r.get("enrichments"):
-        said += (
-            f"; {n} enrichment{'s' if n != 1 else ''} name{'' if n != 1 else 's'} one of those ids and no exchange "
-            f"of it (no occurrence, or one past the id's exchanges): attached to none"
-        )
+        said += f"; {unattached_words(n)}"
     return said
+
+
+def unattached_warning(capture: str | os.PathLike[str], n: int) -> str:
+    """Said where enrichments are attached to none in a capture whose exchange ids are each its own."""
+    return f"{capture}: {unattached_words(n)}"
+
+
+def unattached_words(n: int) -> str:
+    return (
+        f"{n} enrichment{'s' if n != 1 else ''} name{'' if n != 1 else 's'} no exchange the capture holds "
+        "(an id several exchanges carry with no occurrence, or an occurrence past the id's exchanges): attached to none"
+    )
 
 
 def repeated_ids(files: list[Path], column: str) -> dict[str, int]:
@@ -209,6 +218,8 @@ def _whole(path: Path, decoder: Decoder, sizes: dict[str, int] | None) -> tuple[
     prompt token ids; the capture's id, record count and exchange ids (into ``decoder``)."""
     from infertap.capture.reader import CaptureReader
 
+    from .decode import enrichment_attached
+
     reader = CaptureReader(path, sizes)
     bodies, items = PrefixIndex(), array("q")
     with no_cyclic_gc():
@@ -220,7 +231,7 @@ def _whole(path: Path, decoder: Decoder, sizes: dict[str, int] | None) -> tuple[
                 decoder.id_seen(record.get("id"))
             elif kind == "header":
                 decoder.capture_id = decoder.capture_id or record.get("capture_id")
-            elif kind == "enrichment":
+            elif kind == "enrichment" and enrichment_attached(record, {}):  # no repeated id: else decoded again
                 decoder.prompt_tokens(record)
     return reader, bodies, items
 

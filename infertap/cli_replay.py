@@ -517,9 +517,9 @@ def _source_failed(failed: dict[str, int]) -> str:
 
 def _unpinned(n: int) -> str:
     return (
-        f"--pin-defaults pinned nothing of {counted(n, 'exchange')}: each carries an id other exchanges of its capture "
-        "carry, and an enrichment names the id but no exchange of it (no occurrence, or one past the id's exchanges), "
-        "so the analysis attaches it to none"
+        f"--pin-defaults pinned nothing of {counted(n, 'exchange')}: an enrichment names its id but no exchange of "
+        "it the capture holds (an id other exchanges carry too with no occurrence, or an occurrence past the id's "
+        "exchanges), so the analysis attaches it to none"
     )
 
 

@@ -406,8 +406,9 @@ class _Scan:
         self.seqs: list[int] = []
         self.links: list[Links] = []
         # By (capture, exchange id, occurrence): its enrichments' (settings_rank); of each capture, its own.
-        # Every enrichment under occurrence None; one that says which exchange of its id (``occurrence``,
-        # infertap enrich's) under that too, which pins that one of a repeated id.
+        # Under occurrence None every enrichment that attaches to an id one exchange carries (none past
+        # its first); one that says which exchange of its id (``occurrence``, infertap enrich's) under
+        # that too, which pins that one of a repeated id.
         self.settings: dict[tuple[int, str, int | None], dict[str, Any]] = {}
         self._settings_rank: dict[tuple[int, str, int | None], tuple[bool, float]] = {}
         self._ids: dict[str, int] = {}  # this capture's exchange ids so far, each one's exchanges
@@ -457,7 +458,10 @@ class _Scan:
                 self.furthest[named] = max(k, self.furthest.get(named, 0))
             else:
                 self.loose.add(named)
-            for key in [(self.capture, r["exchange_id"], None)] + ([(self.capture, r["exchange_id"], k)] if _counted(k) else []):
+            keys: list[tuple[int, str, int | None]] = [(self.capture, r["exchange_id"], k)] if _counted(k) else []
+            if not _counted(k) or k == 1:
+                keys.append((self.capture, r["exchange_id"], None))
+            for key in keys:
                 if rank >= self._settings_rank.get(key, rank):
                     self.settings[key], self._settings_rank[key] = r["settings"], rank
 
@@ -618,12 +622,14 @@ class _Scan:
         enrichment that names which of them (its ``occurrence``). One that names the id alone, or an
         occurrence past the id's exchanges, is attached to none: an item of that id left with no
         enrichment of its own is counted (``unpinned``), as the analysis counts that enrichment; one
-        whose id's enrichments each name another of its exchanges simply has none, as in the analysis."""
+        whose id's enrichments each name another of its exchanges simply has none, as in the analysis.
+        Of an id it alone carries, an enrichment naming a later exchange of it (a copy this capture
+        lacks) is attached to none likewise."""
         key = (capture, item.source_id)
-        if key not in self.repeated:
-            return self.settings.get((capture, item.source_id, None))
-        settings = self.settings.get((capture, item.source_id, occurrence))
-        if settings is None and (key in self.loose or self.furthest.get(key, 0) > self.repeated[key]):
+        settings = self.settings.get((capture, item.source_id, None if key not in self.repeated else occurrence))
+        if settings is None and (
+            self.furthest.get(key, 0) > self.repeated.get(key, 1) or (key in self.repeated and key in self.loose)
+        ):
             self.unpinned.add(id(item))
         return settings
 
