@@ -28,7 +28,16 @@ from infertap.errors import InfertapError
 from infertap.spawning import workers_can_start
 
 from .decode_version import DECODE_VERSION
-from .decoding import carried, decode_capture, decode_pool, repeats_warning, table_files, unattached_warning, unwrap
+from .decoding import (
+    carried,
+    decode_capture,
+    decode_pool,
+    mislabelled_warning,
+    repeats_warning,
+    table_files,
+    unattached_warning,
+    unwrap,
+)
 from .errors import AnalysisError
 
 ENV = "INFERTAP_CACHE"
@@ -103,6 +112,12 @@ class CachedCapture:
             return repeats_warning(self.capture, r)
         n = self.meta.get("unattached_enrichments")
         return unattached_warning(self.capture, n) if n else None
+
+    @property
+    def mislabelled(self) -> str | None:
+        """Said where request bodies are plain JSON under a content-encoding they aren't in."""
+        n = self.meta.get("mislabelled_requests")
+        return mislabelled_warning(self.capture, n) if n else None
 
     def private(self) -> bool:
         """Whether the entry and the folders above it, up to the cache root, are this user's and

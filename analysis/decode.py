@@ -36,6 +36,7 @@ from infertap.apis import (
     turns_of,
     with_tail_usage,
 )
+from infertap.apis.body import mislabelled
 from infertap.apis.chat_request import ChatRequests
 from infertap.apis.chat_stream import ChatStream, read_chat_stream
 from infertap.capture.identity import apart_kind, asked_headers, exchange_digest, generation_since_wl3
@@ -345,6 +346,7 @@ class Decoder:
         self.repeated = repeated  # ids that more than one exchange carries (how many): the second is named "<id>~2", ...
         self.seen: dict[str, int] = {}
         self.unattached = 0  # enrichments naming no exchange the capture holds, attached to none (enrichment_attached)
+        self.mislabelled = 0  # request bodies of plain JSON under a content-encoding they aren't in (apis.body.mislabelled)
         # The capture's ids (``id_seen``; a part sees only its own), so that those carried twice are
         # known without a query over the exchanges table after the decode; ``twice`` is None once an
         # id is not a string (the table's text of it is what the query would compare).
@@ -423,6 +425,7 @@ class Decoder:
             wall_ns = round(rec.get("wall", 0.0) * 1e9) - rec.get("start_ns", 0)
         sent_wall_ns = wall_ns + rec.get("sent_ns", 0)
         body = rec.get("request_body") or b""
+        self.mislabelled += mislabelled(body, rec.get("request_headers"))  # read as JSON: said (decoding.mislabelled_warning)
         asked = asked_headers(rec.get("request_headers")) if request.generation else []
         # The media and embeddings requests' too (no text to time): the traffic's media and embeddings identities hash them.
         digest = exchange_digest(rec) if request.generation or (apart_kind(rec) and not request_body_unknown(rec)) else None
@@ -887,6 +890,7 @@ def decode_records(
         "torn": torn,
         "rows": rows,
         "unattached_enrichments": decoder.unattached,  # a part's: its lead's alone (the others read none)
+        "mislabelled_requests": decoder.mislabelled,  # a part's: of its own exchanges (``_in_parts`` sums them)
     }
     return meta, decoder
 

@@ -149,6 +149,15 @@ def unattached_warning(capture: str | os.PathLike[str], n: int) -> str:
     return f"{capture}: {unattached_words(n)}"
 
 
+def mislabelled_warning(capture: str | os.PathLike[str], n: int) -> str:
+    """Said where request bodies are plain JSON under a content-encoding they aren't in (``apis.body.mislabelled``)."""
+    return (
+        f"{capture}: {n} request bod{'ies are' if n != 1 else 'y is'} plain JSON sent under a Content-Encoding "
+        f"{'they are' if n != 1 else 'it is'} not in: read as JSON here, though a server that undoes the encoding "
+        "refuses such a body; replay sends it as recorded, and refuses to edit it (--set, --pin-defaults)"
+    )
+
+
 def unattached_words(n: int) -> str:
     return (
         f"{n} enrichment{'s' if n != 1 else ''} name{'' if n != 1 else 's'} no exchange the capture holds "
@@ -208,6 +217,7 @@ def _in_parts(path: Path, out: Path, capture: str, k: int, sizes: dict[str, int]
         for name, n in result["rows"].items():
             rows[name] = rows.get(name, 0) + n
     meta = {**results[0], "torn": torn, "closed_cleanly": reader.closed_cleanly, "rows": {n: rows[n] for n in TABLES}}
+    meta["mislabelled_requests"] = sum(int(r.get("mislabelled_requests") or 0) for r in results)
     return meta, decoder
 
 

@@ -38,7 +38,7 @@ import msgspec
 from msgspec import UNSET
 
 from infertap.apis import Links, api_for, json_body, link, sessions_of, think_times_from, turns_of
-from infertap.apis.body import unencoded
+from infertap.apis.body import body_encoding, unencoded
 from infertap.apis.conversation import ChatPrefixes, Prefixes, read_links
 from infertap.apis.fastjson import NOT_JSON, utf8
 from infertap.apis.linking import Reach
@@ -519,8 +519,11 @@ class _Scan:
         # The request, parsed once: for the identity, the model, the conversation, the transforms.
         head = _chat_head(raw) if api_for(path) is CHAT else None
         body: dict[str, Any] | None = None
+        # Plain JSON under a content-encoding's label: read as JSON, but no body the transforms edit
+        # (a --model-map passes it as recorded, a --set refuses it: encoded_body).
+        labelled = body_encoding(r["request_headers"]) is not None
         if head is not None:  # a chat request: its messages as JSON, each read once over the whole capture
-            is_object = is_object_decoded = True
+            is_object, is_object_decoded = True, not labelled
             generation = head.messages is not UNSET or head.prompt is not UNSET or head.input is not UNSET
             model = head.model if isinstance(head.model, str) else None
             previous = head.previous_response_id if isinstance(head.previous_response_id, str) else None
@@ -531,7 +534,7 @@ class _Scan:
             # What it asks, read as the analysis reads it: a compressed body (the Codex CLI's zstd) as its
             # JSON. Sent as recorded, bytes and Content-Encoding alike.
             asked = body if body is not None or not raw else json_body(unencoded(raw, r.get("request_headers")))
-            is_object_decoded = asked is not None  # a compressed JSON object: the transforms edit it (encoded_body)
+            is_object_decoded = asked is not None and (body is None or not labelled)  # compressed JSON: edited (encoded_body)
             api = api_for(path, asked)
             generation = asked is not None and asks_for_tokens(api, asked)
             model = previous = None
@@ -601,8 +604,9 @@ class _Scan:
         only a ``--set`` through a key that holds no object can fail, so only then is it parsed."""
         assert self.check is not None
         try:
-            if not is_object:
-                # not a JSON object as read here (or one sent with a content-encoding): the transform says why, exactly
+            if not is_object or body_encoding(headers) is not None:  # (``labelled``)
+                # not a JSON object as read here, or one sent with a content-encoding (plain JSON under its
+                # label, which a --set refuses as it is sent): the transform says why, exactly
                 self.check.body(raw, path=path, headers=headers)
             elif self.check.can_refuse(path):
                 # A parse of its own where none was made, done with now.
