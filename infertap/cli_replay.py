@@ -417,7 +417,8 @@ def _note(info: dict[str, Any]) -> None:
         click.echo(f"note: {_unpinned(info['unpinned'])}{each}", err=True)
     if info["as_recorded"]:
         click.echo(
-            f"note: {info['as_recorded']} request bodies are not JSON objects (multipart uploads): "
+            f"note: {info['as_recorded']} request bodies are no JSON object --model-map can read (multipart uploads; "
+            "a compressed body cut short, or plain JSON under a Content-Encoding): "
             f"--model-map can't apply to them, they are sent as recorded{each}",
             err=True,
         )

@@ -50,7 +50,7 @@ class _Prepared:
     shown: str  # the target as recorded and reported: a password in it redacted
     probe_headers: dict[str, str]  # the target's credentials, for probes; never stored
     identity: WorkloadIdentity  # the source's workload identity, computed as it was loaded
-    as_recorded: int = 0  # bodies no JSON object (multipart uploads) that --model-map sends as recorded
+    as_recorded: int = 0  # bodies no JSON object it can read (multipart, cut, mislabelled) that --model-map sends as recorded
     not_kept: int = 0  # exchanges left out: their request body was not kept (request_body_size), never sent empty
     source_refused: int = 0  # exchanges the source's recorder refused: never sent upstream, not replayed
     repeat: int = 1  # passes over the workload: the counts above and below are of one (the source's exchanges)
