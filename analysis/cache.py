@@ -28,7 +28,16 @@ from infertap.errors import InfertapError
 from infertap.spawning import workers_can_start
 
 from .decode_version import DECODE_VERSION
-from .decoding import carried, decode_capture, decode_pool, repeats_warning, table_files, unwrap
+from .decoding import (
+    carried,
+    decode_capture,
+    decode_pool,
+    mislabelled_warning,
+    repeats_warning,
+    table_files,
+    unattached_warning,
+    unwrap,
+)
 from .errors import AnalysisError
 
 ENV = "INFERTAP_CACHE"
@@ -96,9 +105,19 @@ class CachedCapture:
 
     @property
     def repeated(self) -> str | None:
-        """Said when exchanges of this capture share an id: the tables name the later ones apart."""
+        """Said when exchanges of this capture share an id (the tables name the later ones apart), or
+        enrichments of it are attached to none."""
         r = self.meta.get("repeated_ids")
-        return repeats_warning(self.capture, r) if r else None
+        if r:
+            return repeats_warning(self.capture, r)
+        n = self.meta.get("unattached_enrichments")
+        return unattached_warning(self.capture, n) if n else None
+
+    @property
+    def mislabelled(self) -> str | None:
+        """Said where request bodies are plain JSON under a content-encoding they aren't in."""
+        n = self.meta.get("mislabelled_requests")
+        return mislabelled_warning(self.capture, n) if n else None
 
     def private(self) -> bool:
         """Whether the entry and the folders above it, up to the cache root, are this user's and

@@ -43,6 +43,9 @@ from .workload_identity import (
     sent_sql,
 )
 
+#: What the traffic says where neither side sent a text generation request (embeddings alone: compare pairs them).
+NO_TEXT = "no text generation request on either side"
+
 
 def _identity(analysis: Analysis, capture: str, digests: Path) -> WorkloadIdentity:
     """``capture_identity``; each request digest's count is written to ``digests`` (Parquet), and
@@ -105,7 +108,12 @@ def traffic(
         f"FROM read_parquet({files[0]}, hive_partitioning = false) a FULL JOIN read_parquet({files[1]}, hive_partitioning = false) b USING (digest)"
     ).fetchall()[0]
     only_a, only_b, na, nb = int(only_a), int(only_b), int(na), int(nb)
-    if identical:
+    # Embeddings requests alone on both sides (compare pairs them): equal text identities then hash no
+    # request, and "the text generation requests are identical" would be true of none.
+    no_text = text_identical and not wa["requests"] and not wb["requests"]
+    if no_text:
+        how = NO_TEXT
+    elif identical:
         how = "identical requests in the same order"
     elif text_identical:
         how = "the text generation requests are identical in the same order"
@@ -120,6 +128,8 @@ def traffic(
             how += f": {only_a} of A's {na} generation requests are not in B, {only_b} of B's {nb} are not in A"
     elif not only_a and not only_b:  # the text requests: their media or embeddings requests, where they differ, are said after
         how = f"the same {'text generation ' if differences else ''}requests in a different order"
+    elif not na or not nb:  # "0 of A's 0" would count requests that one side never sent
+        how = f"{'A' if not na else 'B'} sent no text generation request, {'B' if not na else 'A'} {na or nb}"
     else:
         how = f"{only_a} of A's {na} generation requests are not in B, {only_b} of B's {nb} are not in A"
     for x, y, name in ((wa, wb, "B"), (wb, wa, "A")):
@@ -133,7 +143,8 @@ def traffic(
                 how += f"; {name} replays the other's {what} unchanged{moved}"
             else:
                 how += f"; {name} replays the other's workload with {', '.join(y.get('derived_by') or ['no transform recorded'])}"
-    if not identical and wa["asked_headers"] != wb["asked_headers"]:  # what their identities can't name
+    # What their identities can't name; a side with no text request sent no header (its counts say so).
+    if not identical and wa["asked_headers"] and wb["asked_headers"] and wa["asked_headers"] != wb["asked_headers"]:
         how += (
             f"; the headers that change what a request asks differ: A's requests sent {asked_words(wa['asked_headers'])}, "
             f"B's {asked_words(wb['asked_headers'])}"
@@ -153,6 +164,7 @@ def traffic(
     return {
         "identical": identical,  # the text workload, the media and the embeddings requests all
         "text_identical": text_identical,  # the text generation requests, those the speed figures are over
+        "no_text": no_text,  # neither side sent a text generation request: no speed figure is over any
         "media": media,  # by kind, where the sides' media requests differ: each side's count, and those the other lacks
         "embeddings": embeddings,  # where the sides' embeddings requests differ: as one kind of ``media``
         "rechained_only": rechained,  # identical but for the ids each target gave the responses continued
@@ -249,9 +261,13 @@ def traffic_line(t: dict[str, Any]) -> str:
         schedule = "same schedule" if t["same_schedule"] else "a different schedule (send times)"
         if t["identical"]:
             # The media and embeddings requests are in no speed figure: named, so "identical" is seen to cover them.
-            beside = [f"the same {not_text_words(t['a']['not_text'])} beside them"] if t["a"].get("media_requests") else []
+            # Beside no text request ("no_text"), they are all the traffic.
+            them = "" if t.get("no_text") else " beside them"
+            beside = [f"the same {not_text_words(t['a']['not_text'])}{them}"] if t["a"].get("media_requests") else []
             if n := t["a"].get("embeddings_requests"):
-                beside.append(f"the same {n} embeddings request{'s' if n != 1 else ''} beside them")
+                beside.append(f"the same {n} embeddings request{'s' if n != 1 else ''}{them}")
+            if t.get("no_text"):
+                beside.insert(0, NO_TEXT)
             return f"traffic: identical ({ids}; {'; '.join([schedule, *not_kept, *beside])})"
         return f"traffic: the same workload ({ids}): {t['how']}; {'; '.join([schedule, *not_kept])}"
     if t.get("bodies_unknown"):
@@ -260,6 +276,8 @@ def traffic_line(t: dict[str, Any]) -> str:
         differ = [w for n, w in APART_WORDS.items() if t["a"][n] != t["b"][n]]
         reordered = all(t.get(f"same_{n}_requests", True) for n in APART)
         words = f"the same {' and '.join(differ)} sent in another order" if reordered else f"different {' or '.join(differ)}"
+        if t.get("no_text"):
+            return f"traffic: NOT identical ({ids}): {t['how']}; the speed figures below time no request (they are over text generation alone)"
         return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare the same text workload, beside {words}"
     if not t["only_a"] and not t["only_b"]:  # one multiset of requests, sent in another order
         return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare the same requests sent in another order"

@@ -36,6 +36,7 @@ from infertap.apis import (
     turns_of,
     with_tail_usage,
 )
+from infertap.apis.body import mislabelled
 from infertap.apis.chat_request import ChatRequests
 from infertap.apis.chat_stream import ChatStream, read_chat_stream
 from infertap.apis.converse import LATENCY_SOURCE, latency_ns
@@ -348,7 +349,8 @@ class Decoder:
         self.sinks = sinks
         self.repeated = repeated  # ids that more than one exchange carries (how many): the second is named "<id>~2", ...
         self.seen: dict[str, int] = {}
-        self.unattached = 0  # enrichments that name one of those ids: with no occurrence, attached to none (enrichment_attached)
+        self.unattached = 0  # enrichments naming no exchange the capture holds, attached to none (enrichment_attached)
+        self.mislabelled = 0  # request bodies of plain JSON under a content-encoding they aren't in (apis.body.mislabelled)
         # The capture's ids (``id_seen``; a part sees only its own), so that those carried twice are
         # known without a query over the exchanges table after the decode; ``twice`` is None once an
         # id is not a string (the table's text of it is what the query would compare).
@@ -427,6 +429,7 @@ class Decoder:
             wall_ns = round(rec.get("wall", 0.0) * 1e9) - rec.get("start_ns", 0)
         sent_wall_ns = wall_ns + rec.get("sent_ns", 0)
         body = rec.get("request_body") or b""
+        self.mislabelled += mislabelled(body, rec.get("request_headers"))  # read as JSON: said (decoding.mislabelled_warning)
         asked = asked_headers(rec.get("request_headers")) if request.generation else []
         # The media and embeddings requests' too (no text to time): the traffic's media and embeddings identities hash them.
         digest = exchange_digest(rec) if request.generation or (apart_kind(rec) and not request_body_unknown(rec)) else None
@@ -890,6 +893,8 @@ def decode_records(
         "closed_cleanly": reader.closed_cleanly,
         "torn": torn,
         "rows": rows,
+        "unattached_enrichments": decoder.unattached,  # a part's: its lead's alone (the others read none)
+        "mislabelled_requests": decoder.mislabelled,  # a part's: of its own exchanges (``_in_parts`` sums them)
     }
     return meta, decoder
 
@@ -900,13 +905,14 @@ def enrichment_attached(record: dict[str, Any], repeated: Mapping[str, int]) -> 
     writes which of them, in record order), its ``exchange_id`` renamed in place to that exchange's
     name (``<id>~k``, as ``name_apart`` names it); one with none (an older infertap's, the recorder's
     own) can't be told to be the first's or a copy's, and one naming an occurrence past the id's count
-    names an exchange the capture doesn't hold, so the decoded tables and compare's summaries attach
-    either to none."""
+    (of an id one exchange carries: any past the first) names an exchange the capture doesn't hold, so
+    the decoded tables and compare's summaries attach either to none. ``replay.workload`` pins the same."""
     xid = record.get("exchange_id")
+    raw = record.get("occurrence")
+    k = raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 1 else None  # None: it names none
     if not isinstance(xid, str) or xid not in repeated:
-        return True
-    k = record.get("occurrence")
-    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= repeated[xid]:
+        return k is None or k == 1  # enriched as the k-th exchange of its id: a copy this capture lacks
+    if k is None or k > repeated[xid]:
         return False
     record["exchange_id"] = apart(xid, k)
     return True

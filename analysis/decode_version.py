@@ -137,4 +137,8 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: stop reason, usage, each event at its chunk), a cut or damaged frame said so; a Converse request's
 #: model is its path's, ``additionalModelRequestFields`` among its settings, its ``metrics.latencyMs``
 #: as server_total_ns.
-DECODE_VERSION = 100
+#: 101: an enrichment whose ``occurrence`` is past the first of an id one exchange carries is attached to
+#: none (enrichments.attached false), and counted in the meta (``unattached_enrichments``) and said.
+#: 102: the meta counts request bodies of plain JSON under a content-encoding they aren't in
+#: (``mislabelled_requests``, apis.body.mislabelled), which stats and sql say.
+DECODE_VERSION = 102

@@ -129,8 +129,8 @@ def table_files(folder: Path, name: str) -> list[Path]:
 
 def repeats(repeated: Mapping[str, int], renamed: int, unattached: int = 0) -> dict[str, Any]:
     """What is kept of the ids named apart: how many, how many exchanges were renamed, one of them,
-    and how many enrichments name one of them attached to none (no occurrence, or one past the id's
-    exchanges: ``decode.enrichment_attached``)."""
+    and how many enrichments name no exchange the capture holds, attached to none (no occurrence of a
+    repeated id, or one past the id's exchanges: ``decode.enrichment_attached``)."""
     return {"ids": len(repeated), "exchanges": renamed, "example": min(repeated), "enrichments": unattached}
 
 
@@ -140,11 +140,29 @@ def repeats_warning(capture: str | os.PathLike[str], r: dict[str, Any]) -> str:
         f"{r['example']!r}: a segment copied in twice?); in the tables they are named <id>~2, <id>~3, ..."
     )
     if n := r.get("enrichments"):
-        said += (
-            f"; {n} enrichment{'s' if n != 1 else ''} name{'' if n != 1 else 's'} one of those ids and no exchange "
-            f"of it (no occurrence, or one past the id's exchanges): attached to none"
-        )
+        said += f"; {unattached_words(n)}"
     return said
+
+
+def unattached_warning(capture: str | os.PathLike[str], n: int) -> str:
+    """Said where enrichments are attached to none in a capture whose exchange ids are each its own."""
+    return f"{capture}: {unattached_words(n)}"
+
+
+def mislabelled_warning(capture: str | os.PathLike[str], n: int) -> str:
+    """Said where request bodies are plain JSON under a content-encoding they aren't in (``apis.body.mislabelled``)."""
+    return (
+        f"{capture}: {n} request bod{'ies are' if n != 1 else 'y is'} plain JSON sent under a Content-Encoding "
+        f"{'they are' if n != 1 else 'it is'} not in: read as JSON here, though a server that undoes the encoding "
+        "refuses such a body; replay sends it as recorded, and refuses to edit it (--set, --pin-defaults)"
+    )
+
+
+def unattached_words(n: int) -> str:
+    return (
+        f"{n} enrichment{'s' if n != 1 else ''} name{'' if n != 1 else 's'} no exchange the capture holds "
+        "(an id several exchanges carry with no occurrence, or an occurrence past the id's exchanges): attached to none"
+    )
 
 
 def repeated_ids(files: list[Path], column: str) -> dict[str, int]:
@@ -199,6 +217,7 @@ def _in_parts(path: Path, out: Path, capture: str, k: int, sizes: dict[str, int]
         for name, n in result["rows"].items():
             rows[name] = rows.get(name, 0) + n
     meta = {**results[0], "torn": torn, "closed_cleanly": reader.closed_cleanly, "rows": {n: rows[n] for n in TABLES}}
+    meta["mislabelled_requests"] = sum(int(r.get("mislabelled_requests") or 0) for r in results)
     return meta, decoder
 
 
@@ -208,6 +227,8 @@ def _whole(path: Path, decoder: Decoder, sizes: dict[str, int] | None) -> tuple[
     parts tell later; the others' items are never asked for), numbered by exchange; the enrichments'
     prompt token ids; the capture's id, record count and exchange ids (into ``decoder``)."""
     from infertap.capture.reader import CaptureReader
+
+    from .decode import enrichment_attached
 
     reader = CaptureReader(path, sizes)
     bodies, items = PrefixIndex(), array("q")
@@ -220,7 +241,7 @@ def _whole(path: Path, decoder: Decoder, sizes: dict[str, int] | None) -> tuple[
                 decoder.id_seen(record.get("id"))
             elif kind == "header":
                 decoder.capture_id = decoder.capture_id or record.get("capture_id")
-            elif kind == "enrichment":
+            elif kind == "enrichment" and enrichment_attached(record, {}):  # no repeated id: else decoded again
                 decoder.prompt_tokens(record)
     return reader, bodies, items
 

@@ -177,8 +177,12 @@ class Analysis:
     @property
     def warnings(self) -> list[str]:
         """A glob's matches left out (no capture in them), torn tails (their data is used: this says
-        where each capture was cut short), and exchanges that repeat another's id (renamed in the tables)."""
-        return [*map(str, self.left_out), *(t for c in self.captures for t in (*c.torn, *filter(None, [c.repeated])))]
+        where each capture was cut short), exchanges that repeat another's id (renamed in the tables),
+        and request bodies of plain JSON under a content-encoding they aren't in."""
+        return [
+            *map(str, self.left_out),
+            *(t for c in self.captures for t in (*c.torn, *filter(None, [c.repeated, c.mislabelled]))),
+        ]
 
     # -- queries ---------------------------------------------------------------------------------
 

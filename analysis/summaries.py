@@ -43,7 +43,7 @@ from infertap.capture.records import delivered, request_body_unknown
 
 from .cache import CachedCapture
 from .decode import enrichment_attached, enrichment_keys, name_apart
-from .decoding import repeated_ids, repeats, repeats_warning
+from .decoding import repeated_ids, repeats, repeats_warning, unattached_warning
 from .divergence import Position, logprob_positions, post_sampling
 
 #: Rows per Parquet row group and per batch held before writing.
@@ -144,7 +144,8 @@ BATCH_BYTES = 8 << 20
 #: 78: SGLang's batch answer (a JSON array) is read as several choices, not unreadable.
 #: 79: an SGLang batch's stream is read per prompt (each prompt's answer a choice), not run together.
 #: 80: Bedrock's /converse-stream answers are read (text, tool calls, reasoning, stop reason, usage), not unreadable.
-SUMMARY_VERSION = 80
+#: 81: an enrichment whose ``occurrence`` is past the first of an id one exchange carries is left out, and said.
+SUMMARY_VERSION = 81
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -466,7 +467,7 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
                 n += 1
                 carried.setdefault(*run)
             elif kind == "enrichment" and not enrichment_attached(record, repeated):
-                unattached += 1  # of an id several exchanges carry, and no occurrence: which is unknown
+                unattached += 1  # no occurrence of a repeated id (which is unknown), or one past the id's exchanges
             elif kind == "enrichment":
                 wall, engine, output_count, prompt_count = enrichment_keys(record)
                 disagrees = (record.get("prompt_tokens") or {}).get("agrees_with_usage") is False
@@ -498,7 +499,11 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
         exchanges.close()
         enrichments.close()
         vectors.close()
-    said = repeats_warning(path, repeats(repeated, sum(k - 1 for k in seen.values()), unattached)) if repeated else None
+    said = (
+        repeats_warning(path, repeats(repeated, sum(k - 1 for k in seen.values()), unattached))
+        if repeated
+        else (unattached_warning(path, unattached) if unattached else None)
+    )
     torn = [str(t) for t in reader.torn]
     return Side(
         str(path),

@@ -172,7 +172,7 @@ def print_comparison(r: dict[str, Any]) -> None:
 
     for line, warn in model_load_lines(r.get("model_load")):  # none where neither side waited for a load
         _say(console, line, "yellow" if warn else None)
-    if r["speed"] and r["speed"][0].get("same_workload") is False:
+    if r["speed"] and r["speed"][0].get("same_workload") is False and not r["traffic"].get("no_text"):
         if r["speed"][0].get("same_text_workload"):  # the figures' requests are the same; what ran beside them is not
             from infertap.capture.identity import APART_WORDS
 

@@ -420,7 +420,8 @@ def _note(info: dict[str, Any]) -> None:
         click.echo(f"note: {given} goes where each API reads it: {where} requests", err=True)
     if info["as_recorded"]:
         click.echo(
-            f"note: {info['as_recorded']} request bodies are not JSON objects (multipart uploads): "
+            f"note: {info['as_recorded']} request bodies are no JSON object --model-map can read (multipart uploads; "
+            "a compressed body cut short, or plain JSON under a Content-Encoding): "
             f"--model-map can't apply to them, they are sent as recorded{each}",
             err=True,
         )
@@ -520,9 +521,9 @@ def _source_failed(failed: dict[str, int]) -> str:
 
 def _unpinned(n: int) -> str:
     return (
-        f"--pin-defaults pinned nothing of {counted(n, 'exchange')}: each carries an id other exchanges of its capture "
-        "carry, and an enrichment names the id but no exchange of it (no occurrence, or one past the id's exchanges), "
-        "so the analysis attaches it to none"
+        f"--pin-defaults pinned nothing of {counted(n, 'exchange')}: an enrichment names its id but no exchange of "
+        "it the capture holds (an id other exchanges carry too with no occurrence, or an occurrence past the id's "
+        "exchanges), so the analysis attaches it to none"
     )
 
 

@@ -50,11 +50,11 @@ class _Prepared:
     shown: str  # the target as recorded and reported: a password in it redacted
     probe_headers: dict[str, str]  # the target's credentials, for probes; never stored
     identity: WorkloadIdentity  # the source's workload identity, computed as it was loaded
-    as_recorded: int = 0  # bodies no JSON object (multipart uploads) that --model-map sends as recorded
+    as_recorded: int = 0  # bodies no JSON object it can read (multipart, cut, mislabelled) that --model-map sends as recorded
     not_kept: int = 0  # exchanges left out: their request body was not kept (request_body_size), never sent empty
     source_refused: int = 0  # exchanges the source's recorder refused: never sent upstream, not replayed
     repeat: int = 1  # passes over the workload: the counts above and below are of one (the source's exchanges)
-    unpinned: int = 0  # with --pin-defaults: exchanges of a repeated id, an enrichment of which pins them nothing
+    unpinned: int = 0  # with --pin-defaults: exchanges whose id's enrichment names no exchange held, pinned nothing
     placed: dict[str, dict[str, str]] = field(default_factory=dict)  # a --set/--unset name -> API -> name written
 
     def facts(self) -> dict[str, Any]:
@@ -164,8 +164,9 @@ def _transform(workload: Workload, transforms: Transforms, target_kind: str | No
     items = workload.items
     if transforms.pin_defaults and not any(item.settings for item in items) and workload.unpinned:
         raise ReplayError(
-            f"--pin-defaults has no settings to pin: the enrichments of this capture name only ids that several of its "
-            f"exchanges carry ({counted(workload.unpinned, 'exchange')}) and no exchange of it (no occurrence, or one past the id's exchanges)"
+            f"--pin-defaults has no settings to pin: the enrichments of this capture name no exchange it holds "
+            f"({counted(workload.unpinned, 'exchange')} of their ids): an id several exchanges carry with no occurrence, "
+            "or an occurrence past the id's exchanges"
         )
     if transforms.pin_defaults and not any(item.settings for item in items):
         raise ReplayError(
@@ -224,7 +225,7 @@ def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
             # those a request carried: a header none sent is dropped from nothing, no change to the workload
             "dropped_headers": transforms.dropped(item.headers for item in prepared.items),
             "pin_defaults": transforms.pin_defaults,
-            "unpinned": prepared.unpinned,  # exchanges of a repeated id: its enrichment pinned them nothing
+            "unpinned": prepared.unpinned,  # exchanges whose id's enrichment names no exchange held: pinned nothing
             "api_key": bool(transforms.api_key),  # whether one was given, never its value
             "as_recorded": prepared.as_recorded,  # bodies no JSON object: --model-map can't apply, sent as recorded
         },

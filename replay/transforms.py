@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 from infertap.apis import Api, api_for, body_apis, canonical
-from infertap.apis.body import body_encoding, decoded_body
+from infertap.apis.body import body_encoding, decoded_request
 from infertap.apis.converse import with_model
 from infertap.apis.fastjson import loads
 from infertap.capture.records import SESSION_HEADERS
@@ -174,20 +174,34 @@ class Transforms:
         request without a body, a ``GET /v1/models``, carries nothing to transform). ``path``: the
         request's, which says its API (where its sampling settings go); ``headers``: its recorded
         headers, whose ``Content-Encoding`` (gzip, zstd, ...) is undone before the transforms and
-        done again after them (``encoded_body``): the body goes out encoded as it came."""
+        done again after them (``encoded_body``): the body goes out encoded as it came. One whose
+        bytes stop inside its stream (recorded cut short) is refused by every transform but a
+        ``--model-map`` that names none of its models (checked as the workload loads, before a
+        request's pins are known): what it holds, edited and encoded whole, is a body the client
+        never sent."""
         if not self.touches_body or not raw:
             return raw
         encoding = body_encoding(headers)
         if encoding is None:
             return self._json(raw, pinned, target_kind, path)
         try:
-            text = decoded_body(raw, encoding)
+            decoded = decoded_request(raw, encoding)
         except ValueError as exc:
             if not self.edits_every_body:
                 return raw  # only a --model-map: nothing read in it to map
-            raise TransformError(f"body transforms need a JSON body, and this one isn't: {exc}") from exc
-        out = self._json(text, pinned, target_kind, path)
-        return raw if out is text else encode(out, encoding)
+            raise TransformError(
+                f"body transforms can't read the JSON this body's Content-Encoding should hold: {exc}; "
+                "replay it without them (sent as recorded) or leave it out (--filter)"
+            ) from exc
+        if not decoded.whole and self.edits_every_body:
+            raise _cut(encoding, raw)
+        text = decoded.data
+        out = self._json(text, pinned, target_kind, path)  # a --model-map alone: a cut body's JSON unread is raw
+        if out is text:
+            return raw  # nothing applied: as recorded, cut short or not
+        if not decoded.whole:
+            raise _cut(encoding, raw)
+        return encode(out, encoding, raw_deflate=decoded.raw_deflate)
 
     def _json(self, raw: bytes, pinned: Mapping[str, Pin] | None, target_kind: str | None, path: str | None) -> bytes:
         """``body`` of a body with no content-encoding: ``raw`` itself where nothing applies."""
@@ -431,6 +445,15 @@ class _SentInt(int):
     """``-0``, with its text: an int reads it as 0, which ``json.dumps`` writes ``0``."""
 
     text: str
+
+
+def _cut(encoding: str, raw: bytes) -> TransformError:
+    """Why a transform can't apply to a body recorded cut short inside its content-encoding."""
+    return TransformError(
+        f"its request body was recorded cut short: its {len(raw)} bytes stop inside the {encoding} stream its "
+        "Content-Encoding names, so an edited body would be a whole one the client never sent; replay it without "
+        "body transforms (sent as recorded) or leave it out (--filter)"
+    )
 
 
 def _as_sent(raw: bytes, *, constants: bool = True) -> tuple[Any, bool]:

@@ -38,7 +38,7 @@ import msgspec
 from msgspec import UNSET
 
 from infertap.apis import Api, Links, api_for, body_apis, json_body, link, sessions_of, think_times_from, turns_of
-from infertap.apis.body import unencoded
+from infertap.apis.body import body_encoding, unencoded
 from infertap.apis.conversation import ChatPrefixes, Prefixes, read_links
 from infertap.apis.fastjson import NOT_JSON, utf8
 from infertap.apis.linking import Reach
@@ -421,8 +421,9 @@ class _Scan:
         self.seqs: list[int] = []
         self.links: list[Links] = []
         # By (capture, exchange id, occurrence): its enrichments' (settings_rank); of each capture, its own.
-        # Every enrichment under occurrence None; one that says which exchange of its id (``occurrence``,
-        # infertap enrich's) under that too, which pins that one of a repeated id.
+        # Under occurrence None every enrichment that attaches to an id one exchange carries (none past
+        # its first); one that says which exchange of its id (``occurrence``, infertap enrich's) under
+        # that too, which pins that one of a repeated id.
         self.settings: dict[tuple[int, str, int | None], dict[str, Any]] = {}
         self._settings_rank: dict[tuple[int, str, int | None], tuple[bool, float]] = {}
         self._ids: dict[str, int] = {}  # this capture's exchange ids so far, each one's exchanges
@@ -473,7 +474,10 @@ class _Scan:
                 self.furthest[named] = max(k, self.furthest.get(named, 0))
             else:
                 self.loose.add(named)
-            for key in [(self.capture, r["exchange_id"], None)] + ([(self.capture, r["exchange_id"], k)] if _counted(k) else []):
+            keys: list[tuple[int, str, int | None]] = [(self.capture, r["exchange_id"], k)] if _counted(k) else []
+            if not _counted(k) or k == 1:
+                keys.append((self.capture, r["exchange_id"], None))
+            for key in keys:
                 if rank >= self._settings_rank.get(key, rank):
                     self.settings[key], self._settings_rank[key] = r["settings"], rank
 
@@ -532,8 +536,11 @@ class _Scan:
         head = _chat_head(raw) if api_for(path) is CHAT else None
         body: dict[str, Any] | None = None
         chosen: Api | None = None  # the API its body chose, where its path names none (/generate)
+        # Plain JSON under a content-encoding's label: read as JSON, but no body the transforms edit
+        # (a --model-map passes it as recorded, a --set refuses it: encoded_body).
+        labelled = body_encoding(r["request_headers"]) is not None
         if head is not None:  # a chat request: its messages as JSON, each read once over the whole capture
-            is_object = is_object_decoded = True
+            is_object, is_object_decoded = True, not labelled
             generation = head.messages is not UNSET or head.prompt is not UNSET or head.input is not UNSET
             model = head.model if isinstance(head.model, str) else None
             previous = head.previous_response_id if isinstance(head.previous_response_id, str) else None
@@ -544,7 +551,7 @@ class _Scan:
             # What it asks, read as the analysis reads it: a compressed body (the Codex CLI's zstd) as its
             # JSON. Sent as recorded, bytes and Content-Encoding alike.
             asked = body if body is not None or not raw else json_body(unencoded(raw, r.get("request_headers")))
-            is_object_decoded = asked is not None  # a compressed JSON object: the transforms edit it (encoded_body)
+            is_object_decoded = asked is not None and (body is None or not labelled)  # compressed JSON: edited (encoded_body)
             api = api_for(path, asked)
             chosen = api if body_apis(path) else None
             generation = asked is not None and asks_for_tokens(api, asked)
@@ -617,8 +624,9 @@ class _Scan:
         only a ``--set`` through a key that holds no object can fail, so only then is it parsed."""
         assert self.check is not None
         try:
-            if not is_object:
-                # not a JSON object as read here (or one sent with a content-encoding): the transform says why, exactly
+            if not is_object or body_encoding(headers) is not None:  # (``labelled``)
+                # not a JSON object as read here, or one sent with a content-encoding (plain JSON under its
+                # label, which a --set refuses as it is sent): the transform says why, exactly
                 self.check.body(raw, path=path, headers=headers)
             elif self.check.can_refuse(path):
                 # A parse of its own where none was made, done with now.
@@ -638,12 +646,14 @@ class _Scan:
         enrichment that names which of them (its ``occurrence``). One that names the id alone, or an
         occurrence past the id's exchanges, is attached to none: an item of that id left with no
         enrichment of its own is counted (``unpinned``), as the analysis counts that enrichment; one
-        whose id's enrichments each name another of its exchanges simply has none, as in the analysis."""
+        whose id's enrichments each name another of its exchanges simply has none, as in the analysis.
+        Of an id it alone carries, an enrichment naming a later exchange of it (a copy this capture
+        lacks) is attached to none likewise."""
         key = (capture, item.source_id)
-        if key not in self.repeated:
-            return self.settings.get((capture, item.source_id, None))
-        settings = self.settings.get((capture, item.source_id, occurrence))
-        if settings is None and (key in self.loose or self.furthest.get(key, 0) > self.repeated[key]):
+        settings = self.settings.get((capture, item.source_id, None if key not in self.repeated else occurrence))
+        if settings is None and (
+            self.furthest.get(key, 0) > self.repeated.get(key, 1) or (key in self.repeated and key in self.loose)
+        ):
             self.unpinned.add(id(item))
         return settings
 

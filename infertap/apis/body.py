@@ -98,15 +98,52 @@ def body_encoding(headers: Iterable[Iterable[str]] | None) -> str | None:
 
 
 def decoded_body(raw: bytes, encoding: str) -> bytes:
-    """``raw`` with ``encoding`` undone: ValueError naming why not (an encoding infertap doesn't
-    decode, bytes that aren't it, more than ``DECODED_LIMIT``)."""
+    """``raw`` with ``encoding`` undone, as far as its bytes go: ValueError naming why not (an
+    encoding infertap doesn't decode, bytes that aren't it, more than ``DECODED_LIMIT``)."""
+    return decoded_request(raw, encoding).data
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """A request body with its content-encoding undone, and what re-encoding it as it came needs."""
+
+    data: bytes
+    whole: bool  # its stream ended: False where the recorded bytes stop inside it (a body cut short)
+    raw_deflate: bool = False  # ``deflate`` with no zlib wrapping (RFC 1951 alone), as some clients send it
+
+
+def decoded_request(raw: bytes, encoding: str) -> Decoded:
+    """``decoded_body``, saying whether the stream ended and how a ``deflate`` one was wrapped.
+    Its ValueError says where the bytes are plain JSON under the encoding's label, which a server
+    that undoes the encoding refuses while a reader of JSON takes it."""
     if encoding not in UNDONE:
         raise ValueError(f"its Content-Encoding {encoding!r} is none infertap decodes ({', '.join(UNDONE)})")
     try:
-        (whole,) = undone([raw], encoding, DECODED_LIMIT)
+        got = _undo([raw], encoding, DECODED_LIMIT)
     except Exception as exc:  # TooLarge, or each library's own error for bytes that aren't its format
+        if raw.lstrip()[:1] in (b"{", b"["):
+            raise ValueError(
+                f"its bytes are plain JSON, not the {encoding} its Content-Encoding says (a server that undoes "
+                f"the encoding refuses them)"
+            ) from exc
         raise ValueError(f"its bytes don't decode as its Content-Encoding {encoding!r}: {exc or type(exc).__name__}") from exc
-    return whole
+    return Decoded(got.pieces[0], got.ended, got.raw_deflate)
+
+
+def mislabelled(raw: bytes, headers: Iterable[Iterable[str]] | None) -> bool:
+    """Whether a request body is plain JSON under a content-encoding its bytes aren't in: ``unencoded``
+    reads it as JSON, while a server that undoes the encoding refuses it, and replay sends it as
+    recorded and refuses to edit it. Only a body that starts as JSON is decoded to tell."""
+    if raw.lstrip()[:1] not in (b"{", b"["):
+        return False
+    encoding = body_encoding(headers)
+    if encoding is None or encoding not in UNDONE:
+        return False
+    try:
+        decoded_request(raw, encoding)  # raw deflate and brotli may start with a "{" too
+    except ValueError:
+        return True
+    return False
 
 
 def unencoded(body: bytes, headers: Iterable[Iterable[str]] | None) -> bytes:
@@ -128,17 +165,28 @@ def undone(chunks: Sequence[bytes], encoding: str, limit: int) -> list[bytes]:
     """``chunks`` with ``encoding`` (one of ``UNDONE``) undone, each chunk to its share of the body,
     a step at a time; a stream cut short gives what it holds, as a reader reads it. Raises
     ``TooLarge`` past ``limit`` bytes, and the library's own error for bytes not of that encoding."""
+    return _undo(chunks, encoding, limit).pieces
+
+
+@dataclass(frozen=True, slots=True)
+class _Undone:
+    pieces: list[bytes]
+    ended: bool  # the stream (its last member or frame) ended: its bytes weren't cut short inside it
+    raw_deflate: bool = False
+
+
+def _undo(chunks: Sequence[bytes], encoding: str, limit: int) -> _Undone:
     if encoding in ("gzip", "x-gzip"):
-        return _inflated(chunks, 16 + zlib.MAX_WBITS, _Budget(limit))
+        return _Undone(*_inflated(chunks, 16 + zlib.MAX_WBITS, _Budget(limit)))
     if encoding == "deflate":  # zlib-wrapped as the RFC says, or raw deflate as some peers send
         try:
-            return _inflated(chunks, zlib.MAX_WBITS, _Budget(limit))
+            return _Undone(*_inflated(chunks, zlib.MAX_WBITS, _Budget(limit)))
         except zlib.error:
-            return _inflated(chunks, -zlib.MAX_WBITS, _Budget(limit))
+            return _Undone(*_inflated(chunks, -zlib.MAX_WBITS, _Budget(limit)), raw_deflate=True)
     if encoding == "zstd":
-        return _unzstd(chunks, _Budget(limit))
+        return _Undone(*_unzstd(chunks, _Budget(limit)))
     if encoding == "br":
-        return _unbrotli(chunks, _Budget(limit))
+        return _Undone(*_unbrotli(chunks, _Budget(limit)))
     raise ValueError(f"{encoding or 'an empty content-encoding'} is no encoding infertap decodes")
 
 
@@ -155,10 +203,10 @@ class _Budget:
         return piece
 
 
-def _inflated(chunks: Sequence[bytes], wbits: int, budget: _Budget) -> list[bytes]:
-    """A zlib stream's chunks decoded; a stream that ends is followed by the next (a gzip body of
-    several members, as ``gzip`` writes when appending: its readers read them all, and so must a
-    search for credentials), the NUL bytes gzip allows between members skipped."""
+def _inflated(chunks: Sequence[bytes], wbits: int, budget: _Budget) -> tuple[list[bytes], bool]:
+    """A zlib stream's chunks decoded, and whether it ended; a stream that ends is followed by the
+    next (a gzip body of several members, as ``gzip`` writes when appending: its readers read them
+    all, and so must a search for credentials), the NUL bytes gzip allows between members skipped."""
     gzip = wbits > zlib.MAX_WBITS
     stream = zlib.decompressobj(wbits)
     out = []
@@ -178,11 +226,11 @@ def _inflated(chunks: Sequence[bytes], wbits: int, budget: _Budget) -> list[byte
                     break
             chunk = stream.unused_data if stream.eof else b""
         out.append(b"".join(pieces))
-    return out
+    return out, stream.eof
 
 
-def _unzstd(chunks: Sequence[bytes], budget: _Budget) -> list[bytes]:
-    """A zstd stream's chunks decoded, frame after frame, as its readers read them."""
+def _unzstd(chunks: Sequence[bytes], budget: _Budget) -> tuple[list[bytes], bool]:
+    """A zstd stream's chunks decoded, frame after frame, as its readers read them; and whether its last frame ended."""
     import zstandard
 
     decompressor = zstandard.ZstdDecompressor()
@@ -199,10 +247,10 @@ def _unzstd(chunks: Sequence[bytes], budget: _Budget) -> list[bytes]:
                 pieces.append(budget.take(stream.decompress(rest)))
                 rest = stream.unused_data if stream.eof else b""
         out.append(b"".join(pieces))
-    return out
+    return out, stream.eof
 
 
-def _unbrotli(chunks: Sequence[bytes], budget: _Budget) -> list[bytes]:
+def _unbrotli(chunks: Sequence[bytes], budget: _Budget) -> tuple[list[bytes], bool]:
     """A brotli stream's chunks decoded, a step of output at a time: asked for all of it at once,
     the decoder grew one buffer past the limit (79 MiB for 64) and held the GIL for 60 ms of it."""
     import brotli  # a dependency, >= 1.2 for output_buffer_limit
@@ -217,7 +265,7 @@ def _unbrotli(chunks: Sequence[bytes], budget: _Budget) -> list[bytes]:
                 break
             pieces.append(piece)
         out.append(b"".join(pieces))
-    return out
+    return out, decoder.is_finished()
 
 
 def sse_events(body: bytes) -> list[str]:

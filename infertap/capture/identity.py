@@ -90,7 +90,14 @@ _TAGS = (VERSION, ASKED_VERSION, READ_VERSION)  # oldest rule first
 
 def version_of(asked: bool, newer: bool = False) -> str:
     """The version tag of an identity, ``asked``: whether any request it hashes sent an asked header;
-    ``newer``: whether any is a generation request only since ``READ_VERSION``."""
+    ``newer``: whether any is a generation request only since ``READ_VERSION``.
+
+    Only the generation requests decide it. A media or embeddings request's asked header is in its
+    digest too, with no tag of its own, and that makes no two workloads look equal: under one rule
+    the ``media`` and ``embeddings`` hashes of runs differing in it differ, and compare's traffic line
+    and the claim card compare those hashes whole. Across rules the only gap is an older infertap's
+    hash of an image request with a Bedrock guardrail header (asked only since), which reads as other
+    media requests than this rule's hash of the same capture, never as the same."""
     return READ_VERSION if newer else ASKED_VERSION if asked else VERSION
 
 

@@ -396,8 +396,8 @@ def test_exchanges_that_repeat_an_id_are_named_apart_and_said(tmp_path: Path) ->
         [warning] = a.warnings  # the capture without repeats says nothing
         assert str(cap) in warning and "2 exchanges carry the id of an earlier one" in warning and "'same'" in warning
         assert (
-            "1 enrichment names one of those ids and no exchange of it (no occurrence, or one past the id's exchanges): attached to none"
-            in warning
+            "1 enrichment names no exchange the capture holds (an id several exchanges carry with no occurrence, "
+            "or an occurrence past the id's exchanges): attached to none" in warning
         )
     said = CliRunner().invoke(cli, ["stats", str(cap), "--cache-dir", str(tmp_path / "cache")])
     assert said.exit_code == 0 and "carry the id of an earlier one" in said.output

@@ -172,3 +172,39 @@ def test_stats_says_the_embeddings_requests_it_leaves_out(tmp_path, monkeypatch)
     printed = runner.invoke(cli, ["stats", str(tmp_path / "two")], env={"COLUMNS": "300"}).output
     assert "not in these figures: 2 embeddings requests (no text tokens to time" in printed
     assert "not in these figures" not in runner.invoke(cli, ["stats", str(tmp_path / "text")], env={"COLUMNS": "300"}).output
+
+
+def test_compare_of_embeddings_alone_says_no_text_request_was_sent(tmp_path, monkeypatch):
+    """Two runs that sent embeddings requests alone (compare pairs them): their text identities hash
+    no request, and the traffic line called "the text generation requests identical" - true of none."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    for name, texts in (("two", ["a fox", "a cat"]), ("again", ["a fox", "a cat"]), ("owl", ["a fox", "an owl"])):
+        write_capture(tmp_path / name, [embed(text, i + 1) for i, text in enumerate(texts)], run_wall=WALL)
+    write_capture(tmp_path / "images", [embed("a fox", 1), embed("a cat", 2), image_request("a fox", 3)], run_wall=WALL)
+    write_capture(tmp_path / "chat", [{}, embed("a fox", 1), embed("a cat", 2)], run_wall=WALL)
+    # Must differ: other embeddings requests, no text request on either side.
+    t = compare(tmp_path / "two", tmp_path / "owl")["traffic"]
+    ids = f"A {t['a']['short']}, B {t['b']['short']}"
+    assert traffic_line(t) == (
+        f"traffic: NOT identical ({ids}): no text generation request on either side; the embeddings requests differ: "
+        "A's 2, B's 2, 1 of A's not in B, 1 of B's not in A; the speed figures below time no request "
+        "(they are over text generation alone)"
+    )
+    assert not t["identical"] and t["text_identical"] and t["no_text"]
+    assert "text generation requests are identical" not in t["how"]
+    t = compare(tmp_path / "two", tmp_path / "images")["traffic"]
+    assert t["no_text"] and "no text generation request on either side; the image generation requests differ" in t["how"]
+    # Must match: the same embeddings requests, and nothing "beside them" where there is no text request.
+    t = compare(tmp_path / "two", tmp_path / "again")["traffic"]
+    assert t["identical"] and t["no_text"]
+    assert traffic_line(t) == (
+        f"traffic: identical (A {t['a']['short']}, B {t['b']['short']}; same schedule; "
+        "no text generation request on either side; the same 2 embeddings requests)"
+    )
+    # One side sent a text request: counted as sent, not as "0 of A's 0", and no asked headers "none" against "none".
+    t = compare(tmp_path / "two", tmp_path / "chat")["traffic"]
+    assert not t["text_identical"] and not t["no_text"]
+    assert t["how"].startswith("A sent no text generation request, B 1") and "headers that change" not in t["how"]
+    out = CliRunner().invoke(cli, ["compare", str(tmp_path / "two"), str(tmp_path / "owl")], env={"COLUMNS": "400"})
+    assert out.exit_code == 0, out.output
+    assert "no text generation request on either side" in out.output and "B/A compares the same text" not in out.output

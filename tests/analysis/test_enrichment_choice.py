@@ -82,8 +82,8 @@ def test_an_enrichment_of_an_id_two_exchanges_carry_is_attached_to_none(tmp_path
         assert an.sql("SELECT exchange_id FROM enrichment_latest").fetchall() == [("one",)]
         [warning] = an.warnings
         assert (
-            "1 enrichment names one of those ids and no exchange of it (no occurrence, or one past the id's exchanges): attached to none"
-            in warning
+            "1 enrichment names no exchange the capture holds (an id several exchanges carry with no occurrence, "
+            "or an occurrence past the id's exchanges): attached to none" in warning
         )
     with Workspace() as ws:
         Run(a, ws, "a", metrics=False)

@@ -94,3 +94,39 @@ def test_a_replay_whose_source_was_hashed_by_another_rule_says_so(tmp_path) -> N
     # Must match: the source's identity hashed by this rule is the same requests.
     same = workload_identity(_write(tmp_path / "same", ["a", "gzip"])).as_dict()
     assert f"identical to its source {same['short']}" in _replay(tmp_path, "r3", same)
+
+
+def test_an_asked_header_on_a_media_or_embeddings_request_tells_two_runs_apart(tmp_path, monkeypatch) -> None:
+    """A media or embeddings request's asked header is hashed into its identity, not its tag (the tag
+    is the generation requests'): compare's traffic line and the claim card still tell such runs apart."""
+    from infertap.analysis.claim import claim
+    from infertap.analysis.compare import compare
+    from infertap.analysis.compare_traffic import traffic_line
+    from tests.helpers import embeddings_request, image_request
+
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    guard = [*JSON, ["X-Amzn-Bedrock-GuardrailIdentifier", "gr-1"]]
+    beta = [*JSON, ["OpenAI-Beta", "assistants=v2"]]
+    for name, (image, embed) in {"plain": (JSON, JSON), "asked": (guard, beta), "again": (guard, beta)}.items():
+        write_capture(
+            tmp_path / name,
+            [
+                {**_exchange("a"), "offset_s": 0},
+                {**image_request("a fox", 1), "headers": image},
+                {**embeddings_request("a cat", 2), "headers": embed},
+            ],
+            run_wall=WALL,
+        )
+    ids = {name: workload_identity(tmp_path / name) for name in ("plain", "asked", "again")}
+    assert {i.version for i in ids.values()} == {"wl1"} and len({i.workload for i in ids.values()}) == 1  # the text's tag
+    # Must differ: the header is in the media and embeddings identities, and compare and the card see it.
+    assert ids["plain"].media != ids["asked"].media and ids["plain"].embeddings != ids["asked"].embeddings
+    t = compare(tmp_path / "plain", tmp_path / "asked")["traffic"]
+    assert not t["identical"] and traffic_line(t).startswith("traffic: NOT identical")
+    assert "the image generation requests differ" in t["how"] and "the embeddings requests differ" in t["how"]
+    cards = {n: claim(tmp_path / n, cache_dir=tmp_path / "cache")["workload"]["value"] for n in ids}
+    for field in ("media_identity", "embeddings_identity"):
+        assert cards["plain"][field] != cards["asked"][field], field
+        # Must match: the same headers sent, the same traffic.
+        assert cards["asked"][field] == cards["again"][field], field
+    assert compare(tmp_path / "asked", tmp_path / "again")["traffic"]["identical"]

@@ -55,7 +55,7 @@ def test_only_repeated_ids_enriched_is_refused_with_why(fake, tmp_path: Path) ->
         cli, ["replay", str(src), "--target", url, "--pin-defaults", "--no-probe", "--json", "--out", str(tmp_path / "o")]
     )
     assert done.exit_code != 0
-    assert "name only ids that several of its exchanges carry (2 exchanges)" in done.output, done.output
+    assert "name no exchange it holds (2 exchanges of their ids)" in done.output, done.output
     assert not [r for r in app.requests if r["path"].startswith("/v1/")]  # nothing sent
 
 

@@ -354,7 +354,7 @@ def test_a_model_map_passes_a_body_that_is_no_json_as_recorded_and_says_so(fake,
     args = ["replay", str(tmp_path / "src"), "--target", url, "--no-probe", "--no-telemetry", "--json", "--model-map", "m=m2"]
     result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    assert "1 request bodies are not JSON objects" in result.stderr and json.loads(result.stdout)["sent"] == 2
+    assert "1 request bodies are no JSON object --model-map can read" in result.stderr and json.loads(result.stdout)["sent"] == 2
     chat, sent_upload = app.requests
     assert json.loads(chat["body"])["model"] == "m2" and sent_upload["body"] == upload  # byte for byte
     header = next(CaptureReader(tmp_path / "out").records())
