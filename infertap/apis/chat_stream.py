@@ -11,7 +11,11 @@ path only ever answers where it answers exactly as that one does (tests/apis/tes
 
 The plainest of these bodies (valid UTF-8, ended by one ``[DONE]``, every payload a chat chunk of
 the types the loop reads) skip even the loop's per-event dict: msgspec decodes each payload into
-typed structs, which refuse any other shape (``_typed``; the loop reads what they refuse).
+typed structs, which refuse any other shape (``_typed``; the loop reads what they refuse). Where the
+optional C reader is built (``infertap._chatsse``, native/chatsse.c; setup.py builds it where a C
+compiler is), it reads those bodies first, several times faster, and folds them with ``_typed``'s own
+tail (``_plainest``); whatever it can't read exactly as ``_typed`` does, it declines, and ``_typed``
+reads it (tests/apis/test_chat_stream_native.py).
 """
 
 from __future__ import annotations
@@ -40,6 +44,11 @@ from .openai import (
 from .read import CHAT, _by_path, ended, not_in_file, response_not_kept
 from .shapes import Output, ToolCallPart, error_of, finish_words
 
+try:  # the optional C reader of the plainest bodies (_native), built where a C compiler was at install
+    from infertap._chatsse import read as _read_c
+except ImportError:
+    _read_c = None
+
 
 @dataclass(slots=True)
 class ChatStream:
@@ -59,14 +68,14 @@ class ChatStream:
 def read_chat_stream(record: Mapping[str, Any]) -> ChatStream | None:
     """The exchange's streamed chat answer, or None when it is not the plain kind (see above)."""
     body = _sse_body(record)
-    return None if body is None else _typed(*body) or _looped(*body)
+    return None if body is None else _native(*body) or _typed(*body) or _looped(*body)
 
 
 def read_plainest_chat_stream(record: Mapping[str, Any]) -> ChatStream | None:
     """``read_chat_stream`` of the plainest bodies only (``_typed``'s): those carry no logprobs
     and no event but chat chunks, so the answer is all that ``read_response`` would say of them."""
     body = _sse_body(record)
-    return None if body is None else _typed(*body)
+    return None if body is None else _native(*body) or _typed(*body)
 
 
 def _sse_body(record: Mapping[str, Any]) -> tuple[list[bytes], bytes, list[int]] | None:
@@ -331,16 +340,41 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
         tools.append(n)
         finishes.append(finish)
     usages = [e.usage or None for e in events]
-    merged: dict[str, Any] = {}
-    for usage in usages:
-        if usage:
-            merged.update((k, v) for k, v in usage.items() if v is not None)
     model = response_id = fingerprint = timings = None
     for e in events:
         model = e.model or model
         response_id = response_id or e.id
         fingerprint = e.system_fingerprint or fingerprint
         timings = e.timings or timings
+    columns = (at, datas, contents, reasonings, tools, finishes, usages, calls)
+    last = (model, response_id, fingerprint, timings, stop)
+    return _plainest(*columns, *last, stop_reason=stop_reason, matched=matched)
+
+
+def _plainest(
+    at: list[int],
+    datas: list[str],
+    contents: list[str],
+    reasonings: list[str],
+    tools: list[int],
+    finishes: list[str | None],
+    usages: list[dict[str, Any] | None],
+    calls: dict[int, dict[str, Any]],
+    model: str | None,
+    response_id: str | None,
+    fingerprint: Any,
+    timings: dict[str, Any] | None,
+    stop: str | None,
+    *,
+    stop_reason: str | None,
+    matched: str | None,
+) -> ChatStream:
+    """The answer of a plainest body from its events' columns and what its events said last
+    (``_typed``'s and the C reader's alike, so that what they mean is said once)."""
+    merged: dict[str, Any] = {}
+    for usage in usages:
+        if usage:
+            merged.update((k, v) for k, v in usage.items() if v is not None)
     out = Output(CHAT.name, streamed=True, readable=True)
     out.model, out.response_id, out.system_fingerprint = model, response_id, fingerprint
     out.timings = timings
@@ -357,6 +391,23 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
         out.prompt_tokens, out.cached_tokens, out.output_tokens = CHAT.counts(merged)
     out.stop_sequence, out.stop_reason, out.matched_stop = stop, stop_reason, matched
     return ChatStream(out, True, at, datas, contents, reasonings, tools, finishes, usages)
+
+
+def _native(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | None:
+    """``_typed`` by the C reader (``infertap._chatsse``, native/chatsse.c), which reads the same
+    bodies as ``_typed`` reads them several times faster, and declines (None) whatever it can't read
+    exactly so: a shape the structs above refuse, a field said twice, a number beyond 64 bits or a
+    double. Where it is not built (it is optional), None: the Python readers read every body."""
+    said: tuple[Any, ...] | None = None if _read_c is None else _read_c(body, ends)  # LOOP_ONLY's bodies declined too
+    if said is None:
+        return None
+    # Its columns, calls and what was said last, as _typed's; stop_reason and matched_stop each as
+    # the last value said, in a 1-tuple (None: never said), written as JSON here.
+    return _plainest(*said[:13], stop_reason=_said_json(said[13]), matched=_said_json(said[14]))
+
+
+def _said_json(said: tuple[Any] | None) -> str | None:
+    return None if said is None else stop_reason_json(said[0])
 
 
 __all__ = ["ChatStream", "read_chat_stream", "read_plainest_chat_stream"]

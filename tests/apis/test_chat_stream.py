@@ -1,7 +1,10 @@
 """``read_chat_stream`` reads what ``read_response`` reads, or declines: on plain streams, odd events
 (empty deltas, messages, other choices, errors, usage with nulls, tool-call pieces), and on what it
 must leave to the general path (CRLF, events split across chunks, comments, several data lines,
-non-JSON data, NaN, a torn stream, NDJSON, gzip)."""
+non-JSON data, NaN, a torn stream, NDJSON, gzip).
+
+Every test runs twice: with the optional C reader of the plainest bodies (``infertap._chatsse``, where
+built; tests/apis/test_chat_stream_native.py holds it to ``_typed`` apart) and with the Python readers alone."""
 
 from __future__ import annotations
 
@@ -19,13 +22,32 @@ needs("hypothesis", "dev")
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infertap.apis import links_of, read_request, read_response, stream_done
-from infertap.apis.chat_stream import _looped, _typed, read_chat_stream
+from infertap.apis import chat_stream, links_of, read_request, read_response, stream_done
+from infertap.apis.chat_stream import _looped, _native, _typed, read_chat_stream
 from infertap.apis.conversation import Prefixes, read_links
 from tests import sdk_shapes
+from tests.extras import NOT_BUILT, built
+
+_chatsse = built("infertap._chatsse")
 
 EXAMPLES = int(os.environ.get("INFERTAP_FUZZ_EXAMPLES", "200"))
 SSE = [["content-type", "text/event-stream"]]
+_C = False  # whether this run of the module reads with the C reader (the fixture below)
+
+
+@pytest.fixture(
+    scope="module",
+    autouse=True,
+    params=["python", pytest.param("c", marks=pytest.mark.skipif(_chatsse is None, reason=NOT_BUILT))],
+)
+def reader(request: pytest.FixtureRequest) -> Any:
+    """The module's tests with the C reader where it is built, and again without it (as where it is not)."""
+    global _C
+    saved, _C = chat_stream._read_c, request.param == "c"
+    if not _C:
+        chat_stream._read_c = None
+    yield request.param
+    chat_stream._read_c, _C = saved, False
 
 
 def _record(chunks: list[bytes], headers: list[list[str]] | None = None, path: str = "/v1/chat/completions") -> dict[str, Any]:
@@ -430,13 +452,16 @@ DUPLICATES = b'{"model": "a", "model": "b", "choices": [{"index": 0, "delta": {"
 
 
 def _typed_agrees(chunks: list[bytes]) -> bool:
-    """``_typed`` equals ``_looped`` wherever it answers; whether it did."""
+    """``_typed`` equals ``_looped`` wherever it answers, the C reader ``_typed`` wherever it answers;
+    whether the reading of this run (C, or ``_typed`` without it) answered."""
     body = b"".join(chunks)
     ends = list(itertools.accumulate(map(len, chunks)))
     typed = _typed(chunks, body, ends)
     if typed is not None:
         assert typed == _looped(chunks, body, ends)
-    return typed is not None
+    native = _native(chunks, body, ends)
+    assert native is None or native == typed
+    return (native if _C else typed) is not None
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
@@ -454,7 +479,7 @@ def test_the_typed_reading_is_the_loops_wherever_it_answers(events: list[Any], c
 def test_the_typed_reading_answers_for_plain_streams_and_declines_the_rest() -> None:
     assert _typed_agrees(PLAIN)
     assert _typed_agrees([b"".join(PLAIN)])
-    assert _typed_agrees(_sse(DUPLICATES, _chunk({"content": "é"})))
+    assert _typed_agrees(_sse(DUPLICATES, _chunk({"content": "é"}))) is not _C  # C declines a field said twice
     assert not _typed_agrees(PLAIN[:-1])  # no [DONE]: whether it ended is the last event's to say
     _typed_agrees([*PLAIN, b"\n"])  # trailing whitespace: answered or not, alike
     for declined in (
