@@ -5,8 +5,11 @@ level under their own names (``max_output_tokens``, ``stop_sequences``). A ``--s
 written where the server reads nothing replays without the limit while saying it set one; so each
 setting goes where the API reads it under the API's own name (``max_tokens`` as
 ``max_new_tokens``, ``maxTokens``), and one the API has no place for is refused, set or unset,
-never written (or removed) where nothing reads it. (Ollama's ``options``, which take any name, get
-Ollama's names for the settings it knows: ``transforms._in_options``.)
+never written (or removed) where nothing reads it. A pinned default (``--pin-defaults``) is no
+setting the user named: one the API has no place for, or whose value it refuses, is left out of
+that request and said (``pin_gap``), so the pins that have a place still go in. (Ollama's
+``options``, which take any name, get Ollama's names for the settings it knows:
+``transforms._in_options``.)
 """
 
 from __future__ import annotations
@@ -70,6 +73,17 @@ def check_value(api: Api, name: str, value: Any) -> None:
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if how is not None and number and value <= 0:
         raise NoPlace(f"{api.name} refuses a {name} of {value} (it must be above 0): {how}")
+
+
+def pin_gap(api: Api, name: str, value: Any) -> str | None:
+    """Why a pinned ``name`` of ``value`` goes in no request of ``api`` (None: it goes in): the API
+    reads it nowhere, or refuses the value (TGI's temperature of 0), by the rules ``--set`` is refused by."""
+    try:
+        setting_paths(api, {}, name, refuse=False)
+        check_value(api, name, value)
+    except NoPlace as exc:
+        return str(exc)
+    return None
 
 
 def no_place(api: Api, name: str) -> str:
