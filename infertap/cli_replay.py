@@ -521,13 +521,17 @@ def _source_failed(failed: dict[str, int]) -> str:
 
 
 def _pins_without_place(s: dict[str, Any]) -> list[str]:
-    """The pins left out of the requests of an API that has no place for them (or refuses their value), one line each."""
+    """The pins left out of the requests of an API that has no place for them (or refuses their
+    value): one line for the settings left out of as many requests of one API for one reason."""
     why = s.get("pins_without_place_why") or {}
+    grouped: dict[tuple[str, int, str], list[str]] = {}
+    for name, apis in (s.get("pins_without_place") or {}).items():
+        for api, n in apis.items():
+            grouped.setdefault((api, n, why.get(name, {}).get(api, "no place for it")), []).append(name)
     return [
-        f"--pin-defaults left {name} out of {counted(n, f'{api} request')}, the target's own default applying there: "
-        + why.get(name, {}).get(api, "no place for it")
-        for name, apis in (s.get("pins_without_place") or {}).items()
-        for api, n in apis.items()
+        f"--pin-defaults left {', '.join(names)} out of {counted(n, f'{api} request')}, "
+        f"the target's own default{'s' if len(names) > 1 else ''} applying there: {words}"
+        for (api, n, words), names in grouped.items()
     ]
 
 

@@ -876,9 +876,11 @@ def _pins_left_out(left_out: dict[str, dict[str, int]]) -> str:
     those requests went with the target's own defaults, so the derivation must not read as all pinned."""
     if not left_out:
         return ""
-    each = ", ".join(
-        f"{name} of {n} {api} request{'s' if n != 1 else ''}" for name, apis in left_out.items() for api, n in apis.items()
-    )
+    grouped: dict[tuple[str, int], list[str]] = {}
+    for name, apis in left_out.items():
+        for api, n in apis.items():
+            grouped.setdefault((api, n), []).append(name)
+    each = "; ".join(f"{', '.join(names)} of {n} {api} request{'s' if n != 1 else ''}" for (api, n), names in grouped.items())
     return f" (not pinned where the API reads no such setting or refuses its value: {each})"
 
 

@@ -23,8 +23,9 @@ _PINS = {
     "temperature": {"value": 0.8, "source": "engine_default"},
     "top_k": {"value": 40, "source": "engine_default"},
     "min_p": {"value": 0.05, "source": "engine_default"},
+    "typical_p": {"value": 1.0, "source": "engine_default"},
 }
-_PLACED = {name: pin for name, pin in _PINS.items() if name != "min_p"}  # each has a place on Messages
+_PLACED = {name: pin for name, pin in _PINS.items() if name not in ("min_p", "typical_p")}  # each has a place on Messages
 
 
 def _capture(path, pins: dict) -> None:
@@ -57,29 +58,30 @@ def _values(pins: dict) -> dict:
 def test_a_pin_messages_reads_nowhere_is_left_out_of_its_requests_and_said(fake, tmp_path):
     _capture(tmp_path / "src", _PINS)
     done, sent, recorder = _replay(fake, tmp_path, "out")
-    # Messages gets the pins it reads, and no min_p; chat, which reads any name, gets them all.
+    # Messages gets the pins it reads, and no min_p or typical_p; chat, which reads any name, gets them all.
     assert sent["/v1/messages"] == [{**_MESSAGES, **_values(_PLACED)}] * 2
     assert sent["/v1/chat/completions"] == [{**_CHAT, **_values(_PINS)}]
-    assert recorder["transforms"]["pins_without_place"] == {"min_p": {"messages": 2}}
+    left_out = {"min_p": {"messages": 2}, "typical_p": {"messages": 2}}
+    assert recorder["transforms"]["pins_without_place"] == left_out
     notes = [line for line in done.stderr.splitlines() if line.startswith("note: --pin-defaults")]
     assert notes == [
-        "note: --pin-defaults left min_p out of 2 messages requests, the target's own default applying there: "
-        "messages reads no setting 'min_p' (its sampling settings are read at the top level: max_tokens, "
-        "stop_sequences, temperature, top_k, top_p); the server reads it nowhere"
+        "note: --pin-defaults left min_p, typical_p out of 2 messages requests, the target's own defaults applying there: "
+        "messages reads no such setting (its sampling settings are read at the top level: max_tokens, "
+        "stop_sequences, temperature, top_k, top_p)"
     ]
-    assert json.loads(done.stdout)["pins_without_place"] == {"min_p": {"messages": 2}}
+    assert json.loads(done.stdout)["pins_without_place"] == left_out
     # What compare (and the claim card, from the same derivation) says the replay did: not "pinned" alone.
     how = compare(tmp_path / "src", tmp_path / "out")["traffic"]["how"]
     assert how.endswith(
         "B replays the other's workload with --pin-defaults (not pinned where the API reads no such setting or "
-        "refuses its value: min_p of 2 messages requests)"
+        "refuses its value: min_p, typical_p of 2 messages requests)"
     )
 
     # Counted per pass, as the replay's other counts of the source's exchanges.
     done, sent, recorder = _replay(fake, tmp_path, "twice", "--repeat", "2")
-    assert len(sent["/v1/messages"]) == 4 and all("min_p" not in body for body in sent["/v1/messages"])
-    assert recorder["transforms"]["pins_without_place"] == {"min_p": {"messages": 2}}
-    assert "note: --pin-defaults left min_p out of 2 messages requests" in done.stderr
+    assert sent["/v1/messages"] == [{**_MESSAGES, **_values(_PLACED)}] * 4
+    assert recorder["transforms"]["pins_without_place"] == left_out
+    assert "note: --pin-defaults left min_p, typical_p out of 2 messages requests" in done.stderr
     assert "(in each of the 2 passes)" in done.stderr.split("note: --pin-defaults", 1)[1].splitlines()[0]
 
 
