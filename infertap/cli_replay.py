@@ -418,6 +418,8 @@ def _note(info: dict[str, Any]) -> None:
     for given, apis in (info.get("placed") or {}).items():
         where = ", ".join(f"{name} on {api}" for api, name in apis.items())
         click.echo(f"note: {given} goes where each API reads it: {where} requests", err=True)
+    for line in _pins_without_place(info):
+        click.echo(f"note: {line}{each}", err=True)
     if info["as_recorded"]:
         click.echo(
             f"note: {info['as_recorded']} request bodies are no JSON object --model-map can read (multipart uploads; "
@@ -517,6 +519,21 @@ def _source_failed(failed: dict[str, int]) -> str:
         f"{sum(failed.values())} of these requests ({statuses}): replayed as recorded, they are likely to fail "
         "again, not for the target; --filter status=200 replays only those that succeeded"
     )
+
+
+def _pins_without_place(s: dict[str, Any]) -> list[str]:
+    """The pins left out of the requests of an API that has no place for them (or refuses their
+    value): one line for the settings left out of as many requests of one API for one reason."""
+    why = s.get("pins_without_place_why") or {}
+    grouped: dict[tuple[str, int, str], list[str]] = {}
+    for name, apis in (s.get("pins_without_place") or {}).items():
+        for api, n in apis.items():
+            grouped.setdefault((api, n, why.get(name, {}).get(api, "no place for it")), []).append(name)
+    return [
+        f"--pin-defaults left {', '.join(names)} out of {counted(n, f'{api} request')}, "
+        f"the target's own default{'s' if len(names) > 1 else ''} applying there: {words}"
+        for (api, n, words), names in grouped.items()
+    ]
 
 
 def _unpinned(n: int) -> str:
@@ -650,6 +667,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         *([("left out", _not_kept(s["not_kept"]) + _per_pass(s))] if s.get("not_kept") else []),
         *([("not replayed", _source_refused(s["source_refused"]) + _per_pass(s))] if s.get("source_refused") else []),
         *([("not pinned", _unpinned(s["unpinned"]) + _per_pass(s))] if s.get("unpinned") else []),
+        *(("pin left out", line + _per_pass(s)) for line in _pins_without_place(s)),
         ("endings", ", ".join(f"{k} ×{v}" for k, v in s["ends"].items()) or "-"),
         ("status codes", ", ".join(f"{'no response' if k == 'None' else k} ×{v}" for k, v in s["statuses"].items()) or "-"),
         *(("error", f"{message} ×{n}") for message, n in s.get("errors", {}).items()),

@@ -26,7 +26,7 @@ from infertap.wording import counted
 from .bodies import Bodies
 from .config import ReplayConfig
 from .runner import Replay, ReplayStats, recount
-from .transforms import Pin, TransformError, Transforms, pinned_settings
+from .transforms import Pin, PinGaps, TransformError, Transforms, pinned_settings
 from .workload import Item, SessionSample, Workload, failed_when_recorded, load_workload
 
 Progress = Callable[[ReplayStats], None]
@@ -56,6 +56,9 @@ class _Prepared:
     repeat: int = 1  # passes over the workload: the counts above and below are of one (the source's exchanges)
     unpinned: int = 0  # with --pin-defaults: exchanges whose id's enrichment names no exchange held, pinned nothing
     placed: dict[str, dict[str, str]] = field(default_factory=dict)  # a --set/--unset name -> API -> name written
+    # with --pin-defaults: a pinned setting -> API -> requests (per pass) it was left out of, and why, by the same keys
+    pins_without_place: dict[str, dict[str, int]] = field(default_factory=dict)
+    pins_without_place_why: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def facts(self) -> dict[str, Any]:
         """Where from, against what, and what of the source is left out or sent as recorded (``counted``
@@ -63,6 +66,8 @@ class _Prepared:
         facts = {"source": self.source, "target": self.shown, "target_kind": self.target_kind, "not_kept": self.not_kept}
         left: dict[str, Any] = {"source_refused": self.source_refused, "as_recorded": self.as_recorded, "unpinned": self.unpinned}
         left["placed"] = self.placed
+        left["pins_without_place"] = self.pins_without_place
+        left["pins_without_place_why"] = self.pins_without_place_why
         # what failed when recorded, replayed as recorded: likely to fail again, whatever the target
         left["source_failed"] = failed_when_recorded([item for item in self.items if item.repeat == 0])
         return {**facts, **left, "repeat": self.repeat, "counted": "per pass"}
@@ -125,7 +130,8 @@ def _prepare(config: ReplayConfig, shown: str) -> _Prepared:
     if (key := transforms.key_header("/v1/models")) is not None:  # an engine's own endpoints take a bearer token
         probe_headers[key[0]] = key[1]
     target_kind = _target_kind(config, probe_headers) if config.probe else None
-    bodies, headers = _transform(workload, transforms, target_kind)
+    bodies, headers, gaps = _transform(workload, transforms, target_kind)
+    without_place, why = _pin_gaps(workload.items, gaps)
     return _Prepared(
         workload.items,
         bodies,
@@ -141,6 +147,8 @@ def _prepare(config: ReplayConfig, shown: str) -> _Prepared:
         config.repeat,
         workload.unpinned if transforms.pin_defaults else 0,
         transforms.placed(workload.apis) if transforms.set_values or transforms.unset else {},
+        without_place,
+        why,
     )
 
 
@@ -157,10 +165,13 @@ def _target_kind(config: ReplayConfig, probe_headers: dict[str, str]) -> str | N
     return kind
 
 
-def _transform(workload: Workload, transforms: Transforms, target_kind: str | None) -> tuple[Bodies, list[list[tuple[str, str]]]]:
+def _transform(
+    workload: Workload, transforms: Transforms, target_kind: str | None
+) -> tuple[Bodies, list[list[tuple[str, str]]], dict[int, PinGaps]]:
     """The requests as they will be sent: each body transformed when it is read again to be sent,
     having been checked as the workload loaded (``workload.refused``), and each distinct header set
-    transformed once."""
+    transformed once; the pins each item's body goes without (by its index), its API having no
+    place for them (``setting_places.pin_gap``)."""
     items = workload.items
     if transforms.pin_defaults and not any(item.settings for item in items) and workload.unpinned:
         raise ReplayError(
@@ -177,15 +188,26 @@ def _transform(workload: Workload, transforms: Transforms, target_kind: str | No
         item, why = workload.refused
         raise ReplayError(f"exchange {item.source_id} ({item.method} {item.path}): {why}")
     bodies = Bodies(items, transforms, target_kind)
+    gaps: dict[int, PinGaps] = {}
     # A pinned setting can decide whether a --set applies, and one may have no place in its API: check with them.
     if transforms.pinning_matters or transforms.pin_defaults:
-        for item in items:
+        for index, item in enumerate(items):
             if not (transforms.pinning_matters or (item.settings and transforms.places_settings(item.path))):
                 continue
+            left_out: PinGaps = {}
             try:
-                transforms.body(item.body, pinned=_pinned(item), target_kind=target_kind, path=item.path, headers=item.headers)
+                transforms.body(
+                    item.body,
+                    pinned=_pinned(item),
+                    target_kind=target_kind,
+                    path=item.path,
+                    headers=item.headers,
+                    left_out=left_out,
+                )
             except TransformError as exc:
                 raise ReplayError(f"exchange {item.source_id} ({item.method} {item.path}): {exc}") from exc
+            if left_out:
+                gaps[index] = left_out
     for item in items:  # checked and identified as recorded; sent where the target reads its model
         item.path = transforms.sent_path(item.path)
     # By the captured list and the key's header (its path's API): items share one per header set.
@@ -197,7 +219,22 @@ def _transform(workload: Workload, transforms: Transforms, target_kind: str | No
         if sent is None:
             sent = done[shared] = transforms.request_headers(item.headers, item.path)
         headers.append(sent)
-    return bodies, headers
+    return bodies, headers, gaps
+
+
+def _pin_gaps(items: list[Item], gaps: dict[int, PinGaps]) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, str]]]:
+    """The pins left out (``_transform``'s gaps), as the replay says them: setting -> API -> how
+    many requests of one pass went without it, and setting -> API -> why."""
+    counts: dict[str, dict[str, int]] = {}
+    why: dict[str, dict[str, str]] = {}
+    for index, left_out in gaps.items():
+        if items[index].repeat:
+            continue  # counted per pass, as the other counts of the source's exchanges
+        for (name, api), words in sorted(left_out.items()):
+            per_api = counts.setdefault(name, {})
+            per_api[api] = per_api.get(api, 0) + 1
+            why.setdefault(name, {}).setdefault(api, words)
+    return counts, why
 
 
 def _pinned(item: Item) -> dict[str, Pin] | None:
@@ -226,6 +263,8 @@ def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
             "dropped_headers": transforms.dropped(item.headers for item in prepared.items),
             "pin_defaults": transforms.pin_defaults,
             "unpinned": prepared.unpinned,  # exchanges whose id's enrichment names no exchange held: pinned nothing
+            # pins an API has no place for (or refuses the value of), left out: {"min_p": {"messages": 2}}
+            "pins_without_place": prepared.pins_without_place,
             "api_key": bool(transforms.api_key),  # whether one was given, never its value
             "as_recorded": prepared.as_recorded,  # bodies no JSON object: --model-map can't apply, sent as recorded
         },

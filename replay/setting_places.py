@@ -5,8 +5,11 @@ level under their own names (``max_output_tokens``, ``stop_sequences``). A ``--s
 written where the server reads nothing replays without the limit while saying it set one; so each
 setting goes where the API reads it under the API's own name (``max_tokens`` as
 ``max_new_tokens``, ``maxTokens``), and one the API has no place for is refused, set or unset,
-never written (or removed) where nothing reads it. (Ollama's ``options``, which take any name, get
-Ollama's names for the settings it knows: ``transforms._in_options``.)
+never written (or removed) where nothing reads it. A pinned default (``--pin-defaults``) is no
+setting the user named: one the API has no place for, or whose value it refuses, is left out of
+that request and said (``pin_gap``), so the pins that have a place still go in. (Ollama's
+``options``, which take any name, get Ollama's names for the settings it knows:
+``transforms._in_options``.)
 """
 
 from __future__ import annotations
@@ -30,6 +33,12 @@ def own_name(place: SettingsPlace, name: str) -> str | None:
     return name if name in place.others or name in place.names.values() else None
 
 
+def has_place(place: SettingsPlace, name: str) -> bool:
+    """Whether ``name`` can go in ``place``: a name of its own there, no sampling setting at all
+    (``stream``), or a place that takes any (``open``)."""
+    return own_name(place, name) is not None or not is_setting(name) or place.open
+
+
 def is_setting(name: str) -> bool:
     """Whether ``name`` is a sampling setting under some API's spelling (``max_new_tokens``, ``seed``)."""
     return canonical(name) in SAMPLING
@@ -47,7 +56,7 @@ def setting_paths(api: Api, body: dict[str, Any], dotted: str, *, refuse: bool) 
     first, _, rest = dotted.partition(".")
     own = own_name(place, first)
     if own is None:
-        if is_setting(first) and not place.open:
+        if not has_place(place, first):
             raise NoPlace(no_place(api, first))
         return [dotted]
     tail = f"{own}.{rest}" if rest else own
@@ -72,12 +81,32 @@ def check_value(api: Api, name: str, value: Any) -> None:
         raise NoPlace(f"{api.name} refuses a {name} of {value} (it must be above 0): {how}")
 
 
+def pin_gap(api: Api, name: str, value: Any) -> str | None:
+    """Why a pinned ``name`` of ``value`` goes in no request of ``api`` (None: it goes in): the API
+    reads it nowhere (said of no one setting, so that the settings left out for it are said once),
+    or refuses the value (TGI's temperature of 0), by the rules ``--set`` is refused by."""
+    place = api.settings_place
+    assert place is not None
+    if not has_place(place, name):
+        return f"{api.name} reads no such setting ({_known(api)})"
+    try:
+        check_value(api, name, value)
+    except NoPlace as exc:
+        return str(exc)
+    return None
+
+
 def no_place(api: Api, name: str) -> str:
+    return f"{api.name} reads no setting {name!r} ({_known(api)}); the server reads it nowhere"
+
+
+def _known(api: Api) -> str:
+    """Where ``api`` reads its sampling settings, and which."""
     place = api.settings_place
     assert place is not None
     known = ", ".join(sorted(set(place.names.values())))
     where = f"go in {place.key!r}" if place.key is not None else "are read at the top level"
-    return f"{api.name} reads no setting {name!r} (its sampling settings {where}: {known}); the server reads it nowhere"
+    return f"its sampling settings {where}: {known}"
 
 
 def open_place(api: Api, body: dict[str, Any]) -> None:

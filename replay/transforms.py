@@ -26,7 +26,7 @@ from infertap.errors import InfertapError
 from infertap.proxy.hops import HOP_REQUEST, connection_named
 
 from .encoded_body import encode
-from .setting_places import NoPlace, check_value, is_setting, open_place, setting_paths
+from .setting_places import NoPlace, check_value, is_setting, open_place, pin_gap, setting_paths
 
 
 class TransformError(InfertapError):
@@ -112,6 +112,8 @@ _TARGET_NAMES = {
     "vllm": {"repeat_penalty": "repetition_penalty"},
     "sglang": {"repeat_penalty": "repetition_penalty"},
 }
+#: Pinned settings left out of one request, as (setting, API) -> why (``setting_places.pin_gap``).
+PinGaps = dict[tuple[str, str], str]
 #: Settings worth pinning: the ones that change what a sampler picks.
 PINNABLE = (
     "temperature",
@@ -169,6 +171,7 @@ class Transforms:
         target_kind: str | None = None,
         path: str | None = None,
         headers: Iterable[Iterable[str]] | None = None,
+        left_out: PinGaps | None = None,
     ) -> bytes:
         """The request body after the transforms; untouched bytes when no transform applies (a
         request without a body, a ``GET /v1/models``, carries nothing to transform). ``path``: the
@@ -178,12 +181,12 @@ class Transforms:
         bytes stop inside its stream (recorded cut short) is refused by every transform but a
         ``--model-map`` that names none of its models (checked as the workload loads, before a
         request's pins are known): what it holds, edited and encoded whole, is a body the client
-        never sent."""
+        never sent. ``left_out``: filled with the pins this body goes without (``apply``)."""
         if not self.touches_body or not raw:
             return raw
         encoding = body_encoding(headers)
         if encoding is None:
-            return self._json(raw, pinned, target_kind, path)
+            return self._json(raw, pinned, target_kind, path, left_out)
         try:
             decoded = decoded_request(raw, encoding)
         except ValueError as exc:
@@ -196,14 +199,16 @@ class Transforms:
         if not decoded.whole and self.edits_every_body:
             raise _cut(encoding, raw)
         text = decoded.data
-        out = self._json(text, pinned, target_kind, path)  # a --model-map alone: a cut body's JSON unread is raw
+        out = self._json(text, pinned, target_kind, path, left_out)  # a --model-map alone: a cut body's JSON unread is raw
         if out is text:
             return raw  # nothing applied: as recorded, cut short or not
         if not decoded.whole:
             raise _cut(encoding, raw)
         return encode(out, encoding, raw_deflate=decoded.raw_deflate)
 
-    def _json(self, raw: bytes, pinned: Mapping[str, Pin] | None, target_kind: str | None, path: str | None) -> bytes:
+    def _json(
+        self, raw: bytes, pinned: Mapping[str, Pin] | None, target_kind: str | None, path: str | None, left_out: PinGaps | None
+    ) -> bytes:
         """``body`` of a body with no content-encoding: ``raw`` itself where nothing applies."""
         try:
             body, sent = _as_sent(raw)
@@ -215,7 +220,7 @@ class Transforms:
             if not self.edits_every_body:
                 return raw
             raise TransformError("body transforms need a JSON object body")
-        if not self.apply(body, pinned=pinned, target_kind=target_kind, path=path):
+        if not self.apply(body, pinned=pinned, target_kind=target_kind, path=path, left_out=left_out):
             return raw  # nothing applied to this one (its model not in --model-map...): as recorded
         return _written(body, sent or any(map(_is_sent, _leaves([v for _, v in self.set_values]))))
 
@@ -226,6 +231,7 @@ class Transforms:
         pinned: Mapping[str, Pin] | None = None,
         target_kind: str | None = None,
         path: str | None = None,
+        left_out: PinGaps | None = None,
     ) -> bool:
         """The body transforms, in place, on a request body read as a JSON object: what ``body``
         does before writing it out; whether any applied. A workload runs it on each request as it
@@ -236,11 +242,12 @@ class Transforms:
         their names (``_apply_placed``: ``max_output_tokens``, ``stop_sequences``). A pinned
         setting replaces one the body has only
         where the source ignored that field (its value never applied there, so the target must not
-        apply it either)."""
+        apply it either); one the API has no place for, or whose value it refuses, is left out, and
+        said in ``left_out``."""
         changed = False
         api = api_for(path, body) if path is not None else None
         if api is not None and api.settings_place is not None:
-            return self._apply_placed(api, body, pinned, target_kind)
+            return self._apply_placed(api, body, pinned, target_kind, left_out)
         ollama = api is not None and api.name in _OPTIONS_APIS
         where = _in_options if ollama else _as_given
         if ollama and "options" in body and body["options"] is None and self._fills_options(pinned):
@@ -283,11 +290,19 @@ class Transforms:
             return True
         return False
 
-    def _apply_placed(self, api: Api, body: dict[str, Any], pinned: Mapping[str, Pin] | None, target_kind: str | None) -> bool:
+    def _apply_placed(
+        self,
+        api: Api,
+        body: dict[str, Any],
+        pinned: Mapping[str, Pin] | None,
+        target_kind: str | None,
+        left_out: PinGaps | None,
+    ) -> bool:
         """``apply`` on a request whose API says where it reads its settings (``setting_places``:
         SGLang's and TGI's ``/generate``, Converse, Responses, Messages), each under the API's own
-        name there; one it has no place for refused, set, unset or pinned, as is a value it refuses
-        (TGI's temperature of 0)."""
+        name there; one it has no place for refused, set or unset, as is a value it refuses (TGI's
+        temperature of 0). A pin of either is left out of the body and said in ``left_out``: the
+        user named no such setting, and the pins that have a place still go in."""
         changed = False
         settings = [d for d, _ in self.set_values if is_setting(d.split(".", 1)[0])]
         option = "--pin-defaults" if self.pin_defaults else f"--set {settings[0]}" if settings else ""
@@ -296,10 +311,13 @@ class Transforms:
             if option:
                 open_place(api, body)  # checked whatever this request's pins, as Ollama's options
             for name, pin in (pinned or {}).items():
+                if (why := pin_gap(api, renames.get(name, name), pin.value)) is not None:
+                    if left_out is not None:
+                        left_out[name, api.name] = why
+                    continue
                 for dotted in setting_paths(api, body, renames.get(name, name), refuse=True):
                     field_name = dotted.rsplit(".", 1)[-1]
                     if field_name in pin.ignored or not _has_path(body, dotted):
-                        check_value(api, name, pin.value)
                         set_path(body, dotted, _own(pin.value))
                         changed = True
             for given, value in self.set_values:
@@ -346,7 +364,8 @@ class Transforms:
         """Whether ``apply`` can fail on some JSON object sent to ``path``: only a ``--set`` of a
         dotted path can (a key on the way holds something other than an object), and on Ollama's
         API one of a sampling setting or ``--pin-defaults`` (they go in ``options``), and on an API
-        that says where it reads settings (``places_settings``) any ``--set``, ``--unset`` or pin."""
+        that says where it reads settings (``places_settings``) any ``--set`` or ``--unset``, and a
+        pin where its settings object can hold none (a pin the API has no place for is left out)."""
         ollama = path is not None and api_for(path).name in _OPTIONS_APIS
         if ollama and self.pin_defaults:
             return True

@@ -845,7 +845,7 @@ def _changes(recorder: dict[str, Any], rechained: int) -> Iterator[str]:
     for key in t.get("unset") or ():
         yield f"--unset {key}"
     if t.get("pin_defaults"):
-        yield "--pin-defaults"
+        yield "--pin-defaults" + _pins_left_out(t.get("pins_without_place") or {})
     # Of --drop-header, those a request carried (a replay before ``dropped_headers`` named all).
     dropped = t["dropped_headers"] if "dropped_headers" in t else t.get("drop_headers")
     for option, names in (("--header", t.get("headers")), ("--drop-header", dropped)):
@@ -876,6 +876,19 @@ def _changes(recorder: dict[str, Any], rechained: int) -> Iterator[str]:
     query = without_redacted(urlsplit(recorder.get("target") or "").query)
     if names := [unquote_plus(p.partition("=")[0]) for p in query.split("&") if p]:
         yield f"the target URL's query ({', '.join(names)}) sent with every request"
+
+
+def _pins_left_out(left_out: dict[str, dict[str, int]]) -> str:
+    """The pins a replay left out (``transforms.pins_without_place``), said beside ``--pin-defaults``:
+    those requests went with the target's own defaults, so the derivation must not read as all pinned."""
+    if not left_out:
+        return ""
+    grouped: dict[tuple[str, int], list[str]] = {}
+    for name, apis in left_out.items():
+        for api, n in apis.items():
+            grouped.setdefault((api, n), []).append(name)
+    each = "; ".join(f"{', '.join(names)} of {n} {api} request{'s' if n != 1 else ''}" for (api, n), names in grouped.items())
+    return f" (not pinned where the API reads no such setting or refuses its value: {each})"
 
 
 def describe(workload: dict[str, Any]) -> str:

@@ -100,7 +100,7 @@ def test_a_setting_both_apis_read_is_sent_to_both(fake, tmp_path):
     assert sent["sampling_params"] == {**_SGLANG["sampling_params"], "top_p": 0.9, "min_p": 0.1}
 
 
-def test_pinned_defaults_go_in_the_apis_object_and_one_without_a_place_is_refused_up_front(fake, tmp_path):
+def test_pinned_defaults_go_in_the_apis_object_and_one_without_a_place_is_left_out(fake, tmp_path):
     app, url = fake
     pins = {"repeat_penalty": {"value": 1.05, "source": "engine_default"}, "top_k": {"value": 40, "source": "engine_default"}}
     _capture(tmp_path / "src", enrich=pins)
@@ -112,10 +112,15 @@ def test_pinned_defaults_go_in_the_apis_object_and_one_without_a_place_is_refuse
     assert "repetition_penalty" not in sglang and "repeat_penalty" not in tgi
 
     app.requests.clear()
+    # min_p, which TGI reads nowhere: left out of TGI's requests and said, SGLang's get it.
     _capture(tmp_path / "minp", enrich={"min_p": {"value": 0.05, "source": "engine_default"}})
-    with pytest.raises(ReplayError, match=r"exchange src-1 .*--pin-defaults: tgi-generate reads no setting 'min_p'"):
-        run_replay(ReplayConfig(tmp_path / "minp", url, tmp_path / "out2", probe=False, transforms=Transforms(pin_defaults=True)))
-    assert not app.requests
+    transforms = Transforms(pin_defaults=True)
+    summary = run_replay(ReplayConfig(tmp_path / "minp", url, tmp_path / "out2", probe=False, transforms=transforms))
+    sent = _sent(app)
+    (sglang, tgi), (stream,) = sent["/generate"], sent["/generate_stream"]
+    assert sglang["sampling_params"] == {**_SGLANG["sampling_params"], "min_p": 0.05}
+    assert tgi == stream == _TGI
+    assert summary["pins_without_place"] == {"min_p": {"tgi-generate": 1, "tgi-generate-stream": 1}}
 
 
 def test_compare_sees_the_settings_a_replay_set(fake, tmp_path):
