@@ -137,4 +137,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: stop reason, usage, each event at its chunk), a cut or damaged frame said so; a Converse request's
 #: model is its path's, ``additionalModelRequestFields`` among its settings, its ``metrics.latencyMs``
 #: as server_total_ns.
-DECODE_VERSION = 100
+#: 101: a Bedrock Converse answer's prompt_tokens hold its cache's reads and writes (``inputTokens`` leave them
+#: out), as an Anthropic answer's do; before, a cached prompt counted only its uncached tokens.
+DECODE_VERSION = 101

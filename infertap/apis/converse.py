@@ -6,7 +6,8 @@ message's ``content`` is a list of blocks (``{"text"}``, ``{"toolUse"}``, ``{"to
 ``inferenceConfig`` (``maxTokens``, ``temperature``, ``topP``, ``stopSequences``), the tools in
 ``toolConfig.tools[].toolSpec``. Its answer: ``{"output": {"message": {"role", "content":
 [blocks]}}, "stopReason", "usage": {"inputTokens", "outputTokens", "totalTokens",
-"cacheReadInputTokens"}, "metrics": {"latencyMs"}}``.
+"cacheReadInputTokens", "cacheWriteInputTokens"}, "metrics": {"latencyMs"}}`` (``inputTokens`` leave
+out the cache's reads and writes).
 
 ``/converse-stream`` answers in AWS's binary event-stream framing (``application/vnd.amazon.eventstream``,
 ``eventstream.read_messages``): each message's ``:event-type`` header names its event (``messageStart``,
@@ -127,7 +128,12 @@ class Converse(Api):
         return d
 
     def counts(self, usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
-        return as_int(usage.get("inputTokens")), as_int(usage.get("cacheReadInputTokens")), as_int(usage.get("outputTokens"))
+        """(prompt, read from the cache, output): Bedrock's ``inputTokens`` are the prompt's tokens
+        neither read from nor written to its cache (its ``totalTokens`` adds both back), so the
+        prompt is the three together, as Anthropic's ``input_tokens`` are."""
+        fresh, read = as_int(usage.get("inputTokens")), as_int(usage.get("cacheReadInputTokens"))
+        prompt = None if fresh is None else fresh + (read or 0) + (as_int(usage.get("cacheWriteInputTokens")) or 0)
+        return prompt, read, as_int(usage.get("outputTokens"))
 
     def streams(self, body: dict[str, Any]) -> bool:
         return False

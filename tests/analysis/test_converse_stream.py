@@ -78,7 +78,7 @@ def test_a_converse_stream_is_read_event_by_event_at_the_chunk_of_its_last_byte(
         ("tooluse_1", "calc", {"a": 17, "b": 25})
     ]
     assert (out.finish_reason, out.finish_reason_raw) == ("tool_calls", "tool_use")
-    assert (out.prompt_tokens, out.cached_tokens, out.output_tokens) == (21, 5, 9)
+    assert (out.prompt_tokens, out.cached_tokens, out.output_tokens) == (21 + 5, 5, 9)  # inputTokens leave the cache's out
     assert [e.chunk for e in out.events] == [chunk_of_end(chunks, frames, k) for k in range(len(frames))]
     assert stream_done(chunks, out) and out.invalid_utf8 == []
 
@@ -106,6 +106,48 @@ def test_a_converse_stream_is_read_event_by_event_at_the_chunk_of_its_last_byte(
     gaps = [r["gap_ns"] for r in a.query("SELECT gap_ns FROM itl WHERE exchange_id = 'x'").records()]
     assert sorted(gaps) == sorted(b - a_ for a_, b in itertools.pairwise(sorted(set(at))))
     assert (m["server_total_ns"], m["server_timings_source"]) == (812_000_000, "Bedrock metrics.latencyMs (server-measured)")
+
+
+def test_prompt_tokens_hold_the_cache_s_reads_and_writes(load: Load) -> None:
+    """Bedrock's ``inputTokens`` leave out the tokens read from and written to its cache (its
+    ``totalTokens`` adds them back): the prompt is all three, cached tokens the reads, whole or streamed."""
+    fresh, read, written, output = 368, 10536, 240, 19
+    usage = {
+        "inputTokens": fresh,
+        "outputTokens": output,
+        "totalTokens": fresh + read + written + output,
+        "cacheReadInputTokens": read,
+        "cacheWriteInputTokens": written,
+    }
+    streamed = [*answer_frames("4")[:-1], event_frame("metadata", {"usage": usage})]
+    whole = {"output": {"message": {"role": "assistant", "content": [{"text": "4"}]}}, "stopReason": "end_turn", "usage": usage}
+    bare = {**whole, "usage": {"inputTokens": fresh, "outputTokens": output, "totalTokens": fresh + output}}
+    cases = {
+        "streamed": (_PATH, streamed, EVENTSTREAM, fresh + read + written, read),
+        "whole": (_PATH.replace("-stream", ""), [json.dumps(whole).encode()], JSON, fresh + read + written, read),
+        "no cache": (_PATH.replace("-stream", ""), [json.dumps(bare).encode()], JSON, fresh, None),
+    }
+    for name, (path, chunks, ctype, prompt, cached) in cases.items():
+        record = {**_record(chunks, path), "response_headers": [["content-type", ctype]]}
+        out = read_response(record)
+        assert (out.prompt_tokens, out.cached_tokens, out.output_tokens) == (prompt, cached, output), name
+        assert out.prompt_tokens + out.output_tokens == out.usage["totalTokens"], name  # as Bedrock totals them
+    a = load(
+        [
+            exchange(
+                name,
+                chunks=[(10.0, c) for c in chunks],
+                request=json.dumps(_BODY).encode(),
+                path=path,
+                headers=[["content-type", ctype]],
+            )
+            for name, (path, chunks, ctype, _, _) in cases.items()
+        ]
+    )
+    rows = a.query("SELECT exchange_id, prompt_tokens, cached_tokens FROM metrics ORDER BY exchange_id").records()
+    assert {r["exchange_id"]: (r["prompt_tokens"], r["cached_tokens"]) for r in rows} == {
+        name: (prompt, cached) for name, (_, _, _, prompt, cached) in cases.items()
+    }
 
 
 def test_a_cut_or_damaged_frame_is_read_up_to_it_and_said_so(load: Load) -> None:
