@@ -224,18 +224,27 @@ def stream_events(pieces: list[bytes]) -> tuple[list[Event], Framed]:
             payload = loads(data) if data.strip() else {}
         except ValueError:
             payload = None
-        kind = message.headers.get(":message-type")
+        kind = _said(message.headers, ":message-type")
         obj: Any = None
         if isinstance(payload, dict):
             if kind == "event":
-                obj = {str(message.headers.get(":event-type")): payload}
+                obj = {str(_said(message.headers, ":event-type")): payload}
             elif kind == "exception":
-                obj = {"exception": {"type": message.headers.get(":exception-type"), **payload}}
+                obj = {"exception": {"type": _said(message.headers, ":exception-type"), **payload}}
         if kind == "error":  # the framing's own error: its code and message in headers
-            said = message.headers.get(":error-message")
-            obj = {"exception": {"type": message.headers.get(":error-code"), "message": said}}
+            said = _said(message.headers, ":error-message")
+            obj = {"exception": {"type": _said(message.headers, ":error-code"), "message": said}}
         events.append(Event(message.chunk, data, Delta(), obj))
     return events, framed
+
+
+def _said(headers: dict[str, Any], name: str) -> str | None:
+    """A header AWS sends as a string, as text: one of another value type (bytes, a number, a UUID)
+    as its text too, so that an odd header reads as words, never as a value no JSON holds."""
+    value = headers.get(name)
+    if value is None or isinstance(value, str):
+        return value
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def stream_ended(last: Any, error: str | None) -> bool:

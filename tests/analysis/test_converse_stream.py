@@ -27,6 +27,7 @@ from tests.eventstream_frames import (
     exception_frame,
     message_frame,
     text_frame,
+    typed_header,
 )
 from tests.helpers import enrich_with_a_dead_engine, pair_captures, write_capture
 
@@ -199,6 +200,10 @@ def test_an_exception_message_is_an_error_answer(load: Load) -> None:
     framing_error = message_frame({":message-type": "error", ":error-code": "InternalFailure", ":error-message": "boom"}, b"")
     out = read_response(_record([*answer_frames("4")[:3], framing_error]))
     assert out.error_message == "InternalFailure: boom" and out.finish_reason == "error"
+    # the same words in headers of another value type (bytes): read as those words, not a crash
+    odd = message_frame({":message-type": "error"}, b"", typed_header(":error-code", 6, b"InternalFailure"))
+    out = read_response(_record([*answer_frames("4")[:3], odd]))
+    assert out.error_message is not None and out.error_message.startswith("InternalFailure: ") and out.finish_reason == "error"
     a = load(
         [
             exchange(
