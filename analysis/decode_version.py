@@ -139,4 +139,7 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: as server_total_ns.
 #: 101: a Bedrock Converse answer's prompt_tokens hold its cache's reads and writes (``inputTokens`` leave them
 #: out), as an Anthropic answer's do; before, a cached prompt counted only its uncached tokens.
-DECODE_VERSION = 101
+#: 102: a Bedrock Converse answer's ``citationsContent`` text is its text (it was left out) and its sources
+#: its citations; a ``/converse-stream`` ``citation`` delta a source cited, a block of another type (an image)
+#: kept whole; both its blocks' layout, redacted reasoning counted as encrypted in a whole answer.
+DECODE_VERSION = 102

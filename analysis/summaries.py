@@ -144,7 +144,8 @@ BATCH_BYTES = 8 << 20
 #: 78: SGLang's batch answer (a JSON array) is read as several choices, not unreadable.
 #: 79: an SGLang batch's stream is read per prompt (each prompt's answer a choice), not run together.
 #: 80: Bedrock's /converse-stream answers are read (text, tool calls, reasoning, stop reason, usage), not unreadable.
-SUMMARY_VERSION = 80
+#: 81: Bedrock Converse answers carry their citations (and citationsContent text), blocks of other types whole, and their layout.
+SUMMARY_VERSION = 81
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -31,7 +31,19 @@ from urllib.parse import quote, unquote
 
 from .eventstream import Framed, read_messages
 from .fastjson import loads
-from .shapes import Api, Delta, Event, SettingsPlace, ToolCallPart, Turn, as_dict, as_int, as_list, canonical_arguments
+from .shapes import (
+    Api,
+    Delta,
+    Event,
+    SettingsPlace,
+    ToolCallPart,
+    Turn,
+    as_dict,
+    as_int,
+    as_list,
+    canonical_arguments,
+    layout_entry,
+)
 
 #: ``inferenceConfig``'s names, by the common ones: where a replay's ``--set`` goes, and what ``sampling`` reads
 #: (a model's other settings, Anthropic's ``top_k``, go in ``additionalModelRequestFields``: not these).
@@ -104,13 +116,18 @@ class Converse(Api):
         if not message and "stopReason" not in obj:
             return Delta()
         d = Delta(known=True)
+        layout: list[str] = []
+        sources: list[Any] = []
+        others: list[Any] = []
         text: list[str] = []
         reasoning: list[str] = []
         calls: list[ToolCallPart] = []
         for block in as_list(message.get("content")):
             block = as_dict(block)
+            kind, chars = next(iter(block), "?"), 0
             if isinstance(block.get("text"), str):
                 text.append(block["text"])
+                chars = len(block["text"])
             elif isinstance(block.get("toolUse"), dict):
                 use = block["toolUse"]
                 name = use.get("name") if isinstance(use.get("name"), str) else ""
@@ -120,7 +137,21 @@ class Converse(Api):
             elif isinstance(block.get("reasoningContent"), dict):
                 said = as_dict(block["reasoningContent"].get("reasoningText")).get("text")
                 reasoning.append(said if isinstance(said, str) else "")
+                chars = len(reasoning[-1])
+                d.encrypted += int("redactedContent" in block["reasoningContent"])
+            elif isinstance(block.get("citationsContent"), dict):
+                # text that cites its sources (a document's, with citations enabled): a text block streamed
+                cited = block["citationsContent"]
+                said = "".join(t for t in (as_dict(c).get("text") for c in as_list(cited.get("content"))) if isinstance(t, str))
+                text.append(said)
+                sources.extend(as_list(cited.get("citations")))
+                layout.append(layout_entry("text", len(said), len(as_list(cited.get("citations")))))
+                continue
+            else:  # an image, a tool's result, a block added since: compared whole
+                others.append(block)
+            layout.append(layout_entry(kind, chars))
         d.content, d.reasoning, d.tool_calls = "".join(text), "".join(reasoning), calls
+        d.layout, d.citations, d.others = layout, sources, others
         d.finish_reason = obj.get("stopReason") if isinstance(obj.get("stopReason"), str) else None
         usage = as_dict(obj.get("usage"))
         d.usage = {k: v for k, v in usage.items() if as_int(v) is not None} or None
@@ -174,16 +205,20 @@ class ConverseStream(Converse):
         if not isinstance(payload, dict):
             return Delta()
         at = as_int(payload.get("contentBlockIndex"))
+        at = 0 if at is None or at < 0 else at
         if kind == "contentBlockDelta":
-            return _delta(as_dict(payload.get("delta")), 0 if at is None else at)
+            d = _delta(as_dict(payload.get("delta")), at)
+            d.block = at
+            return d
         if kind == "contentBlockStart":
-            use = as_dict(as_dict(payload.get("start")).get("toolUse"))
+            start = as_dict(payload.get("start"))
+            use = as_dict(start.get("toolUse"))
+            if not use:  # a block of another type (a tool's result, an image) kept whole, its deltas merged in
+                opened = next(iter(start), None)
+                return Delta(known=True, block=at, opened=opened, unread=dict(start) if opened else None)
             name, key = use.get("name"), use.get("toolUseId")
-            part = ToolCallPart(
-                0 if at is None else at, key if isinstance(key, str) else None, name if isinstance(name, str) else ""
-            )
-            calls = [part] if use else []
-            return Delta(known=True, tool_calls=calls)
+            part = ToolCallPart(at, key if isinstance(key, str) else None, name if isinstance(name, str) else "")
+            return Delta(known=True, tool_calls=[part], block=at, opened="toolUse")
         if kind == "messageStop":
             stop = payload.get("stopReason")
             return Delta(known=True, finish_reason=stop if isinstance(stop, str) else None)
@@ -198,17 +233,25 @@ class ConverseStream(Converse):
 
 def _delta(delta: dict[str, Any], at: int) -> Delta:
     """A ``contentBlockDelta``'s text, a tool use's input text (its call's ``at``) or reasoning: its
-    text; reasoning sent redacted (``redactedContent``) counted as encrypted; a signature no words."""
+    text; reasoning sent redacted (``redactedContent``) counted as encrypted; a signature no words; a
+    source the text cites (``citation``) among the citations; any other (an image's, a tool result's)
+    kept whole (``Delta.unread``), so that two answers differing there differ."""
     d = Delta(known=True)
     if isinstance(delta.get("text"), str):
-        d.content = delta["text"]
+        d.content, d.opened = delta["text"], "text"
     elif isinstance(delta.get("toolUse"), dict):
         said = delta["toolUse"].get("input")
         d.tool_calls = [ToolCallPart(at, arguments=said if isinstance(said, str) else "")]
+        d.opened = "toolUse"
     elif isinstance(delta.get("reasoningContent"), dict):
         said = delta["reasoningContent"].get("text")
         d.reasoning = said if isinstance(said, str) else ""
         d.encrypted = int("redactedContent" in delta["reasoningContent"])
+        d.opened = "reasoningContent"
+    elif "citation" in delta:
+        d.citations = [delta["citation"]]
+    elif delta:
+        d.unread = dict(delta)
     return d
 
 

@@ -293,3 +293,78 @@ def test_every_cut_and_every_flipped_bit_is_read_up_to_it_never_a_crash() -> Non
             out = read_response(_record([bytes(damaged)]))
             assert out.error is not None and out.error.startswith("the event stream was cut"), (at, bit)
             assert "42".startswith(out.text), (at, bit)
+
+
+def _blocks(*blocks: list[bytes], stop: str = "end_turn", pad: str = "abc") -> list[bytes]:
+    """A whole answer of the blocks given (each its events), then its stop reason and usage."""
+    usage = {"usage": {"inputTokens": 21, "outputTokens": 2, "totalTokens": 23}, "metrics": {"latencyMs": 90}}
+    return [
+        event_frame("messageStart", {"role": "assistant"}, pad),
+        *itertools.chain.from_iterable(blocks),
+        event_frame("messageStop", {"stopReason": stop}, pad),
+        event_frame("metadata", usage, pad),
+    ]
+
+
+def _text_block(i: int, text: str, *cited: dict[str, Any], pad: str = "abc") -> list[bytes]:
+    citations = (event_frame("contentBlockDelta", {"contentBlockIndex": i, "delta": {"citation": c}}, pad) for c in cited)
+    return [text_frame(i, text, pad), *citations, event_frame("contentBlockStop", {"contentBlockIndex": i}, pad)]
+
+
+def _tool_block(i: int, given: str, pad: str = "abc") -> list[bytes]:
+    start = {"contentBlockIndex": i, "start": {"toolUse": {"toolUseId": f"tooluse_{pad}", "name": "calc"}}}
+    return [
+        event_frame("contentBlockStart", start, pad),
+        event_frame("contentBlockDelta", {"contentBlockIndex": i, "delta": {"toolUse": {"input": given}}}, pad),
+        event_frame("contentBlockStop", {"contentBlockIndex": i}, pad),
+    ]
+
+
+def _image_block(i: int, said: str, pad: str = "abc") -> list[bytes]:
+    """A block of a type not read (an image's, as Bedrock's ContentBlockDelta may carry)."""
+    return [
+        event_frame("contentBlockStart", {"contentBlockIndex": i, "start": {"image": {"format": "png"}}}, pad),
+        event_frame("contentBlockDelta", {"contentBlockIndex": i, "delta": {"image": {"source": {"bytes": said}}}}, pad),
+        event_frame("contentBlockStop", {"contentBlockIndex": i}, pad),
+    ]
+
+
+def test_converse_streams_differing_in_a_source_cited_a_block_s_place_or_an_unread_block_differ(tmp_path: Path) -> None:
+    """Text citing its sources (``citation`` deltas), the order of the answer's blocks and a block of a
+    type not read: two streams differing there alone are not one answer; the same sent in other chunks,
+    with other ids and padding, are."""
+    source = {"title": "Q3 report", "sourceContent": [{"text": "revenue grew 4%"}], "location": {"documentPage": {"start": 2}}}
+    other = {**source, "location": {"documentPage": {"start": 7}}}
+    args = '{"a": 17, "b": 25}'
+    differ = {
+        "cited": (_STREAMED, _blocks(_text_block(0, "It grew.", source)), _blocks(_text_block(0, "It grew.", other))),
+        "uncited": (_STREAMED, _blocks(_text_block(0, "It grew.", source)), _blocks(_text_block(0, "It grew."))),
+        "order": (
+            _STREAMED,
+            _blocks(_text_block(0, "Adding."), _tool_block(1, args)),
+            _blocks(_tool_block(0, args), _text_block(1, "Adding.")),
+        ),
+        "image": (_STREAMED, _blocks(_image_block(0, "iVBORw0KGgoA")), _blocks(_image_block(0, "iVBORw0KGgoB"))),
+    }
+    a, b = pair_captures(tmp_path / "differ", differ)
+    d = compare(a, b, top=len(differ))["divergence"]
+    assert d["counts"].get("exact", 0) == 0, d["counts"]
+    assert sum(r["read_both"] for r in d["readable"].values()) == len(differ)
+    same = {
+        name: (_STREAMED, awkward(_blocks(*blocks)), [b"".join(_blocks(*again))])
+        for name, blocks, again in (
+            ("cited", [_text_block(0, "It grew.", source)], [_text_block(0, "It grew.", source, pad="xyzzy")]),
+            (
+                "order",
+                [_text_block(0, "Adding."), _tool_block(1, args)],
+                [_text_block(0, "Adding.", pad="q"), _tool_block(1, args, "q")],
+            ),
+            ("image", [_image_block(0, "iVBORw0KGgoA")], [_image_block(0, "iVBORw0KGgoA", pad="zz")]),
+        )
+    }
+    a, b = pair_captures(tmp_path / "same", same)
+    d = compare(a, b, top=len(same))["divergence"]
+    assert d["exact_match_rate"] == 1 and sum(r["read_both"] for r in d["readable"].values()) == len(same)
+    out = read_response(_record(_blocks(_text_block(0, "Adding.", source), _tool_block(1, args), _image_block(2, "iVBO"))))
+    assert out.text == "Adding." and out.layout == ["text:7+1", "toolUse", "image"] and len(out.citations) == 1
+    assert len(out.others) == 1 and "iVBO" in out.others[0]
