@@ -145,7 +145,8 @@ BATCH_BYTES = 8 << 20
 #: 79: an SGLang batch's stream is read per prompt (each prompt's answer a choice), not run together.
 #: 80: Bedrock's /converse-stream answers are read (text, tool calls, reasoning, stop reason, usage), not unreadable.
 #: 81: Bedrock Converse answers carry their citations (and citationsContent text), blocks of other types whole, and their layout.
-SUMMARY_VERSION = 81
+#: 82: a Bedrock Converse answer carries the stop sequence that ended it (additionalModelResponseFields).
+SUMMARY_VERSION = 82
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -153,6 +153,7 @@ class Converse(Api):
         d.content, d.reasoning, d.tool_calls = "".join(text), "".join(reasoning), calls
         d.layout, d.citations, d.others = layout, sources, others
         d.finish_reason = obj.get("stopReason") if isinstance(obj.get("stopReason"), str) else None
+        d.stop_sequence = _stop_sequence(obj)
         usage = as_dict(obj.get("usage"))
         d.usage = {k: v for k, v in usage.items() if as_int(v) is not None} or None
         d.timings = _metrics(obj)
@@ -221,7 +222,7 @@ class ConverseStream(Converse):
             return Delta(known=True, tool_calls=[part], block=at, opened="toolUse")
         if kind == "messageStop":
             stop = payload.get("stopReason")
-            return Delta(known=True, finish_reason=stop if isinstance(stop, str) else None)
+            return Delta(known=True, finish_reason=stop if isinstance(stop, str) else None, stop_sequence=_stop_sequence(payload))
         if kind == "metadata":
             usage = {k: v for k, v in as_dict(payload.get("usage")).items() if as_int(v) is not None}
             return Delta(known=True, usage=usage or None, timings=_metrics(payload))
@@ -229,6 +230,15 @@ class ConverseStream(Converse):
             said = payload.get("message")
             return Delta(known=True, error=f"{payload.get('type')}: {said if isinstance(said, str) else json.dumps(payload)}")
         return Delta(known=kind in ("messageStart", "contentBlockStop"))
+
+
+def _stop_sequence(obj: dict[str, Any]) -> str | None:
+    """The stop sequence that ended the answer, where the request asked for it
+    (``additionalModelResponseFieldPaths``: Anthropic's models answer it in
+    ``additionalModelResponseFields``, as ``stop_sequence`` or, streamed, ``delta.stop_sequence``)."""
+    fields = as_dict(obj.get("additionalModelResponseFields"))
+    said = fields.get("stop_sequence", as_dict(fields.get("delta")).get("stop_sequence"))
+    return said if isinstance(said, str) else None
 
 
 def _delta(delta: dict[str, Any], at: int) -> Delta:

@@ -368,3 +368,35 @@ def test_converse_streams_differing_in_a_source_cited_a_block_s_place_or_an_unre
     out = read_response(_record(_blocks(_text_block(0, "Adding.", source), _tool_block(1, args), _image_block(2, "iVBO"))))
     assert out.text == "Adding." and out.layout == ["text:7+1", "toolUse", "image"] and len(out.citations) == 1
     assert len(out.others) == 1 and "iVBO" in out.others[0]
+
+
+def test_converse_answers_ended_by_another_stop_sequence_differ(tmp_path: Path) -> None:
+    """Where the request asked for it (``additionalModelResponseFieldPaths``), the stop sequence that
+    ended the answer comes in ``additionalModelResponseFields`` (streamed under ``delta``): two answers
+    of the same text ended by another one are not one answer; by the same one they are."""
+
+    def streamed(stop: str) -> list[bytes]:
+        frames = answer_frames("4", "2", stop="stop_sequence")
+        fields = {"delta": {"stop_sequence": stop}}
+        frames[-2] = event_frame("messageStop", {"stopReason": "stop_sequence", "additionalModelResponseFields": fields})
+        return frames
+
+    def whole(stop: str) -> list[bytes]:
+        said = {
+            "output": {"message": {"role": "assistant", "content": [{"text": "42"}]}},
+            "stopReason": "stop_sequence",
+            "additionalModelResponseFields": {"stop_sequence": stop},
+            "usage": {"inputTokens": 21, "outputTokens": 2, "totalTokens": 23},
+        }
+        return [json.dumps(said).encode()]
+
+    assert read_response(_record(streamed("END"))).stop_sequence == "END"
+    whole_path = (_PATH.replace("-stream", ""), _BODY, JSON)
+    differ = {"streamed": (_STREAMED, streamed("END"), streamed("STOP")), "whole": (whole_path, whole("END"), whole("STOP"))}
+    a, b = pair_captures(tmp_path / "differ", differ)
+    d = compare(a, b, top=2)["divergence"]
+    assert d["counts"].get("exact", 0) == 0 and d["counts"]["stop_sequence_differs"] == 2, d["counts"]
+    same = {"streamed": (_STREAMED, streamed("END"), awkward(streamed("END"))), "whole": (whole_path, whole("END"), whole("END"))}
+    a, b = pair_captures(tmp_path / "same", same)
+    d = compare(a, b, top=2)["divergence"]
+    assert d["exact_match_rate"] == 1 and sum(r["read_both"] for r in d["readable"].values()) == 2
