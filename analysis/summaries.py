@@ -146,7 +146,8 @@ BATCH_BYTES = 8 << 20
 #: 80: Bedrock's /converse-stream answers are read (text, tool calls, reasoning, stop reason, usage), not unreadable.
 #: 81: Bedrock Converse answers carry their citations (and citationsContent text), blocks of other types whole, and their layout.
 #: 82: a Bedrock Converse answer carries the stop sequence that ended it (additionalModelResponseFields).
-SUMMARY_VERSION = 82
+#: 83: a Bedrock Converse tool use of type server_tool_use is a call Bedrock ran (``server``), no client call.
+SUMMARY_VERSION = 83
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -131,9 +131,8 @@ class Converse(Api):
             elif isinstance(block.get("toolUse"), dict):
                 use = block["toolUse"]
                 name = use.get("name") if isinstance(use.get("name"), str) else ""
-                calls.append(
-                    ToolCallPart(len(calls), use.get("toolUseId"), name, canonical_arguments(use.get("input")), whole=True)
-                )
+                given = canonical_arguments(use.get("input"))
+                calls.append(ToolCallPart(len(calls), use.get("toolUseId"), name, given, whole=True, server=_ran(use)))
             elif isinstance(block.get("reasoningContent"), dict):
                 said = as_dict(block["reasoningContent"].get("reasoningText")).get("text")
                 reasoning.append(said if isinstance(said, str) else "")
@@ -218,7 +217,9 @@ class ConverseStream(Converse):
                 opened = next(iter(start), None)
                 return Delta(known=True, block=at, opened=opened, unread=dict(start) if opened else None)
             name, key = use.get("name"), use.get("toolUseId")
-            part = ToolCallPart(at, key if isinstance(key, str) else None, name if isinstance(name, str) else "")
+            part = ToolCallPart(
+                at, key if isinstance(key, str) else None, name if isinstance(name, str) else "", server=_ran(use)
+            )
             return Delta(known=True, tool_calls=[part], block=at, opened="toolUse")
         if kind == "messageStop":
             stop = payload.get("stopReason")
@@ -230,6 +231,12 @@ class ConverseStream(Converse):
             said = payload.get("message")
             return Delta(known=True, error=f"{payload.get('type')}: {said if isinstance(said, str) else json.dumps(payload)}")
         return Delta(known=kind in ("messageStart", "contentBlockStop"))
+
+
+def _ran(use: dict[str, Any]) -> bool:
+    """Whether a tool use is one Bedrock ran itself (``"type": "server_tool_use"``, its result in the
+    answer): no call its client must make."""
+    return use.get("type") == "server_tool_use"
 
 
 def _stop_sequence(obj: dict[str, Any]) -> str | None:

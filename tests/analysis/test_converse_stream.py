@@ -400,3 +400,41 @@ def test_converse_answers_ended_by_another_stop_sequence_differ(tmp_path: Path) 
     a, b = pair_captures(tmp_path / "same", same)
     d = compare(a, b, top=2)["divergence"]
     assert d["exact_match_rate"] == 1 and sum(r["read_both"] for r in d["readable"].values()) == 2
+
+
+def test_a_tool_bedrock_ran_itself_is_no_call_for_its_client(tmp_path: Path) -> None:
+    """A tool use of ``"type": "server_tool_use"`` Bedrock ran itself (its result in the answer): the
+    answer asks its client for no call; a call of the same tool and input its client must make differs."""
+
+    def streamed(kind: str | None) -> list[bytes]:
+        use = {"toolUseId": "tooluse_1", "name": "web_search", **({"type": kind} if kind else {})}
+        return _blocks(
+            [
+                event_frame("contentBlockStart", {"contentBlockIndex": 0, "start": {"toolUse": use}}),
+                event_frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"toolUse": {"input": '{"q": "x"}'}}}),
+            ],
+            _text_block(1, "Found it."),
+        )
+
+    def whole(kind: str | None) -> list[bytes]:
+        use = {"toolUseId": "tooluse_1", "name": "web_search", "input": {"q": "x"}, **({"type": kind} if kind else {})}
+        content = [{"toolUse": use}, {"text": "Found it."}]
+        return [json.dumps({"output": {"message": {"role": "assistant", "content": content}}, "stopReason": "end_turn"}).encode()]
+
+    whole_path = (_PATH.replace("-stream", ""), _BODY, JSON)
+    for name, (where, answer) in {"streamed": (_STREAMED, streamed), "whole": (whole_path, whole)}.items():
+        path, _, ctype = where
+        ran = read_response({**_record(answer("server_tool_use"), path), "response_headers": [["content-type", ctype]]})
+        asked = read_response({**_record(answer(None), path), "response_headers": [["content-type", ctype]]})
+        assert (ran.client_calls, asked.client_calls) == (False, True), name
+        assert ran.text == asked.text == "Found it." and [c["name"] for c in ran.tool_calls] == ["web_search"], name
+    pairs = {
+        "streamed": (_STREAMED, streamed("server_tool_use"), streamed(None)),
+        "whole": (whole_path, whole("server_tool_use"), whole(None)),
+    }
+    a, b = pair_captures(tmp_path / "differ", pairs)
+    d = compare(a, b, top=2)["divergence"]
+    assert d["counts"].get("exact", 0) == 0 and d["counts"]["tool_calls_differ"] == 2, d["counts"]
+    same = {k: (where, one, one) for k, (where, one, _) in pairs.items()}
+    a, b = pair_captures(tmp_path / "same", same)
+    assert compare(a, b, top=2)["divergence"]["exact_match_rate"] == 1
