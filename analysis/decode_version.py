@@ -142,4 +142,5 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 102: a Bedrock Converse answer's ``citationsContent`` text is its text (it was left out) and its sources
 #: its citations; a ``/converse-stream`` ``citation`` delta a source cited, a block of another type (an image)
 #: kept whole; both its blocks' layout, redacted reasoning counted as encrypted in a whole answer.
-DECODE_VERSION = 102
+#: 103: a request Bedrock's Converse refused (a JSON ``{"message"}``) is read as that error, not unreadable.
+DECODE_VERSION = 103

@@ -147,7 +147,8 @@ BATCH_BYTES = 8 << 20
 #: 81: Bedrock Converse answers carry their citations (and citationsContent text), blocks of other types whole, and their layout.
 #: 82: a Bedrock Converse answer carries the stop sequence that ended it (additionalModelResponseFields).
 #: 83: a Bedrock Converse tool use of type server_tool_use is a call Bedrock ran (``server``), no client call.
-SUMMARY_VERSION = 83
+#: 84: a request Bedrock's Converse refused (a JSON ``{"message"}``) reads as that error, not unreadable.
+SUMMARY_VERSION = 84
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -114,7 +114,7 @@ class Converse(Api):
     def event(self, obj: dict[str, Any]) -> Delta:
         message = as_dict(as_dict(obj.get("output")).get("message"))
         if not message and "stopReason" not in obj:
-            return Delta()
+            return _refused(obj)
         d = Delta(known=True)
         layout: list[str] = []
         sources: list[Any] = []
@@ -203,7 +203,7 @@ class ConverseStream(Converse):
             return Delta()
         ((kind, payload),) = obj.items()
         if not isinstance(payload, dict):
-            return Delta()
+            return _refused(obj)
         at = as_int(payload.get("contentBlockIndex"))
         at = 0 if at is None or at < 0 else at
         if kind == "contentBlockDelta":
@@ -231,6 +231,16 @@ class ConverseStream(Converse):
             said = payload.get("message")
             return Delta(known=True, error=f"{payload.get('type')}: {said if isinstance(said, str) else json.dumps(payload)}")
         return Delta(known=kind in ("messageStart", "contentBlockStop"))
+
+
+def _refused(obj: dict[str, Any]) -> Delta:
+    """Bedrock's error body (a request refused before any answer: a validation error, throttling;
+    its type in the ``x-amzn-ErrorType`` header): ``{"message": ...}``, ``Message`` in some: the
+    error it reports, not a body of no shape."""
+    said = obj.get("message", obj.get("Message"))
+    if isinstance(said, str) and set(obj) <= {"message", "Message", "__type"}:
+        return Delta(known=True, error=said)
+    return Delta()
 
 
 def _ran(use: dict[str, Any]) -> bool:

@@ -438,3 +438,23 @@ def test_a_tool_bedrock_ran_itself_is_no_call_for_its_client(tmp_path: Path) -> 
     same = {k: (where, one, one) for k, (where, one, _) in pairs.items()}
     a, b = pair_captures(tmp_path / "same", same)
     assert compare(a, b, top=2)["divergence"]["exact_match_rate"] == 1
+
+
+def test_a_request_bedrock_refused_is_its_error(tmp_path: Path) -> None:
+    """A request refused before any answer (a validation error, throttling) answers a status and a
+    JSON ``{"message"}`` (its type in ``x-amzn-ErrorType``), whether it asked for a stream or not:
+    that is the error it reports, not a body of no API's shape; two refusals that say otherwise differ."""
+    said = "1 validation error detected: Value '0' at 'inferenceConfig.maxTokens' failed to satisfy constraint"
+    whole_path = _PATH.replace("-stream", "")
+    for path in (_PATH, whole_path):
+        record = {**_record([json.dumps({"message": said}).encode()], path), "status": 400}
+        record["response_headers"] = [["content-type", JSON], ["x-amzn-errortype", "ValidationException:http://internal"]]
+        out = read_response(record)
+        assert out.readable and out.error is None and (out.error_message, out.finish_reason) == (said, "error"), path
+        assert not read_response({**record, "chunks": [b'{"message": 5}']}).readable, path  # no words: no error read as one
+    refused = ((whole_path, _BODY, JSON), [json.dumps({"message": said}).encode()])
+    other = [json.dumps({"message": "Too many requests, please wait before trying again."}).encode()]
+    a, b = pair_captures(tmp_path / "differ", {"x": (*refused, other)})
+    assert compare(a, b, top=1)["divergence"]["counts"].get("exact", 0) == 0
+    a, b = pair_captures(tmp_path / "same", {"x": (*refused, refused[1])})
+    assert compare(a, b, top=1)["divergence"]["exact_match_rate"] == 1
