@@ -141,4 +141,10 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: none (enrichments.attached false), and counted in the meta (``unattached_enrichments``) and said.
 #: 102: the meta counts request bodies of plain JSON under a content-encoding they aren't in
 #: (``mislabelled_requests``, apis.body.mislabelled), which stats and sql say.
-DECODE_VERSION = 102
+#: 103: a Bedrock Converse answer's prompt_tokens hold its cache's reads and writes (``inputTokens`` leave them
+#: out), as an Anthropic answer's do; before, a cached prompt counted only its uncached tokens.
+#: 104: a Bedrock Converse answer's ``citationsContent`` text is its text (it was left out) and its sources
+#: its citations; a ``/converse-stream`` ``citation`` delta a source cited, a block of another type (an image)
+#: kept whole; both its blocks' layout, redacted reasoning counted as encrypted in a whole answer.
+#: 105: a request Bedrock's Converse refused (a JSON ``{"message"}``) is read as that error, not unreadable.
+DECODE_VERSION = 105

@@ -145,7 +145,11 @@ BATCH_BYTES = 8 << 20
 #: 79: an SGLang batch's stream is read per prompt (each prompt's answer a choice), not run together.
 #: 80: Bedrock's /converse-stream answers are read (text, tool calls, reasoning, stop reason, usage), not unreadable.
 #: 81: an enrichment whose ``occurrence`` is past the first of an id one exchange carries is left out, and said.
-SUMMARY_VERSION = 81
+#: 82: Bedrock Converse answers carry their citations (and citationsContent text), blocks of other types whole, and their layout.
+#: 83: a Bedrock Converse answer carries the stop sequence that ended it (additionalModelResponseFields).
+#: 84: a Bedrock Converse tool use of type server_tool_use is a call Bedrock ran (``server``), no client call.
+#: 85: a request Bedrock's Converse refused (a JSON ``{"message"}``) reads as that error, not unreadable.
+SUMMARY_VERSION = 85
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -18,9 +18,17 @@ def string_header(name: str, value: str) -> bytes:
     return bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(value)) + value.encode()
 
 
-def message_frame(headers: dict[str, str], payload: bytes) -> bytes:
-    """One event-stream message: prelude (total and headers length, their CRC32), headers, payload, CRC32 of it all."""
-    head = b"".join(string_header(k, v) for k, v in headers.items())
+def typed_header(name: str, kind: int, value: bytes) -> bytes:
+    """A header of any type: ``value`` the bytes of a fixed-size one (none for the booleans, 0 and 1),
+    or those a 2-byte length goes before (6: bytes, 7: a string)."""
+    sized = struct.pack(">H", len(value)) if kind in (6, 7) else b""
+    return bytes([len(name)]) + name.encode() + bytes([kind]) + sized + value
+
+
+def message_frame(headers: dict[str, str], payload: bytes, raw_headers: bytes = b"") -> bytes:
+    """One event-stream message: prelude (total and headers length, their CRC32), headers (``raw_headers``
+    after the strings), payload, CRC32 of it all."""
+    head = b"".join(string_header(k, v) for k, v in headers.items()) + raw_headers
     prelude = struct.pack(">II", 12 + len(head) + len(payload) + 4, len(head))
     message = prelude + struct.pack(">I", zlib.crc32(prelude)) + head + payload
     return message + struct.pack(">I", zlib.crc32(message))

@@ -6,7 +6,8 @@ message's ``content`` is a list of blocks (``{"text"}``, ``{"toolUse"}``, ``{"to
 ``inferenceConfig`` (``maxTokens``, ``temperature``, ``topP``, ``stopSequences``), the tools in
 ``toolConfig.tools[].toolSpec``. Its answer: ``{"output": {"message": {"role", "content":
 [blocks]}}, "stopReason", "usage": {"inputTokens", "outputTokens", "totalTokens",
-"cacheReadInputTokens"}, "metrics": {"latencyMs"}}``.
+"cacheReadInputTokens", "cacheWriteInputTokens"}, "metrics": {"latencyMs"}}`` (``inputTokens`` leave
+out the cache's reads and writes).
 
 ``/converse-stream`` answers in AWS's binary event-stream framing (``application/vnd.amazon.eventstream``,
 ``eventstream.read_messages``): each message's ``:event-type`` header names its event (``messageStart``,
@@ -30,7 +31,19 @@ from urllib.parse import quote, unquote
 
 from .eventstream import Framed, read_messages
 from .fastjson import loads
-from .shapes import Api, Delta, Event, SettingsPlace, ToolCallPart, Turn, as_dict, as_int, as_list, canonical_arguments
+from .shapes import (
+    Api,
+    Delta,
+    Event,
+    SettingsPlace,
+    ToolCallPart,
+    Turn,
+    as_dict,
+    as_int,
+    as_list,
+    canonical_arguments,
+    layout_entry,
+)
 
 #: ``inferenceConfig``'s names, by the common ones: where a replay's ``--set`` goes, and what ``sampling`` reads
 #: (a model's other settings, Anthropic's ``top_k``, go in ``additionalModelRequestFields``: not these).
@@ -101,33 +114,57 @@ class Converse(Api):
     def event(self, obj: dict[str, Any]) -> Delta:
         message = as_dict(as_dict(obj.get("output")).get("message"))
         if not message and "stopReason" not in obj:
-            return Delta()
+            return _refused(obj)
         d = Delta(known=True)
+        layout: list[str] = []
+        sources: list[Any] = []
+        others: list[Any] = []
         text: list[str] = []
         reasoning: list[str] = []
         calls: list[ToolCallPart] = []
         for block in as_list(message.get("content")):
             block = as_dict(block)
+            kind, chars = next(iter(block), "?"), 0
             if isinstance(block.get("text"), str):
                 text.append(block["text"])
+                chars = len(block["text"])
             elif isinstance(block.get("toolUse"), dict):
                 use = block["toolUse"]
                 name = use.get("name") if isinstance(use.get("name"), str) else ""
-                calls.append(
-                    ToolCallPart(len(calls), use.get("toolUseId"), name, canonical_arguments(use.get("input")), whole=True)
-                )
+                given = canonical_arguments(use.get("input"))
+                calls.append(ToolCallPart(len(calls), use.get("toolUseId"), name, given, whole=True, server=_ran(use)))
             elif isinstance(block.get("reasoningContent"), dict):
                 said = as_dict(block["reasoningContent"].get("reasoningText")).get("text")
                 reasoning.append(said if isinstance(said, str) else "")
+                chars = len(reasoning[-1])
+                d.encrypted += int("redactedContent" in block["reasoningContent"])
+            elif isinstance(block.get("citationsContent"), dict):
+                # text that cites its sources (a document's, with citations enabled): a text block streamed
+                cited = block["citationsContent"]
+                said = "".join(t for t in (as_dict(c).get("text") for c in as_list(cited.get("content"))) if isinstance(t, str))
+                text.append(said)
+                sources.extend(as_list(cited.get("citations")))
+                layout.append(layout_entry("text", len(said), len(as_list(cited.get("citations")))))
+                continue
+            else:  # an image, a tool's result, a block added since: compared whole
+                others.append(block)
+            layout.append(layout_entry(kind, chars))
         d.content, d.reasoning, d.tool_calls = "".join(text), "".join(reasoning), calls
+        d.layout, d.citations, d.others = layout, sources, others
         d.finish_reason = obj.get("stopReason") if isinstance(obj.get("stopReason"), str) else None
+        d.stop_sequence = _stop_sequence(obj)
         usage = as_dict(obj.get("usage"))
         d.usage = {k: v for k, v in usage.items() if as_int(v) is not None} or None
         d.timings = _metrics(obj)
         return d
 
     def counts(self, usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
-        return as_int(usage.get("inputTokens")), as_int(usage.get("cacheReadInputTokens")), as_int(usage.get("outputTokens"))
+        """(prompt, read from the cache, output): Bedrock's ``inputTokens`` are the prompt's tokens
+        neither read from nor written to its cache (its ``totalTokens`` adds both back), so the
+        prompt is the three together, as Anthropic's ``input_tokens`` are."""
+        fresh, read = as_int(usage.get("inputTokens")), as_int(usage.get("cacheReadInputTokens"))
+        prompt = None if fresh is None else fresh + (read or 0) + (as_int(usage.get("cacheWriteInputTokens")) or 0)
+        return prompt, read, as_int(usage.get("outputTokens"))
 
     def streams(self, body: dict[str, Any]) -> bool:
         return False
@@ -166,21 +203,27 @@ class ConverseStream(Converse):
             return Delta()
         ((kind, payload),) = obj.items()
         if not isinstance(payload, dict):
-            return Delta()
+            return _refused(obj)
         at = as_int(payload.get("contentBlockIndex"))
+        at = 0 if at is None or at < 0 else at
         if kind == "contentBlockDelta":
-            return _delta(as_dict(payload.get("delta")), 0 if at is None else at)
+            d = _delta(as_dict(payload.get("delta")), at)
+            d.block = at
+            return d
         if kind == "contentBlockStart":
-            use = as_dict(as_dict(payload.get("start")).get("toolUse"))
+            start = as_dict(payload.get("start"))
+            use = as_dict(start.get("toolUse"))
+            if not use:  # a block of another type (a tool's result, an image) kept whole, its deltas merged in
+                opened = next(iter(start), None)
+                return Delta(known=True, block=at, opened=opened, unread=dict(start) if opened else None)
             name, key = use.get("name"), use.get("toolUseId")
             part = ToolCallPart(
-                0 if at is None else at, key if isinstance(key, str) else None, name if isinstance(name, str) else ""
+                at, key if isinstance(key, str) else None, name if isinstance(name, str) else "", server=_ran(use)
             )
-            calls = [part] if use else []
-            return Delta(known=True, tool_calls=calls)
+            return Delta(known=True, tool_calls=[part], block=at, opened="toolUse")
         if kind == "messageStop":
             stop = payload.get("stopReason")
-            return Delta(known=True, finish_reason=stop if isinstance(stop, str) else None)
+            return Delta(known=True, finish_reason=stop if isinstance(stop, str) else None, stop_sequence=_stop_sequence(payload))
         if kind == "metadata":
             usage = {k: v for k, v in as_dict(payload.get("usage")).items() if as_int(v) is not None}
             return Delta(known=True, usage=usage or None, timings=_metrics(payload))
@@ -190,19 +233,52 @@ class ConverseStream(Converse):
         return Delta(known=kind in ("messageStart", "contentBlockStop"))
 
 
+def _refused(obj: dict[str, Any]) -> Delta:
+    """Bedrock's error body (a request refused before any answer: a validation error, throttling;
+    its type in the ``x-amzn-ErrorType`` header): ``{"message": ...}``, ``Message`` in some: the
+    error it reports, not a body of no shape."""
+    said = obj.get("message", obj.get("Message"))
+    if isinstance(said, str) and set(obj) <= {"message", "Message", "__type"}:
+        return Delta(known=True, error=said)
+    return Delta()
+
+
+def _ran(use: dict[str, Any]) -> bool:
+    """Whether a tool use is one Bedrock ran itself (``"type": "server_tool_use"``, its result in the
+    answer): no call its client must make."""
+    return use.get("type") == "server_tool_use"
+
+
+def _stop_sequence(obj: dict[str, Any]) -> str | None:
+    """The stop sequence that ended the answer, where the request asked for it
+    (``additionalModelResponseFieldPaths``: Anthropic's models answer it in
+    ``additionalModelResponseFields``, as ``stop_sequence`` or, streamed, ``delta.stop_sequence``)."""
+    fields = as_dict(obj.get("additionalModelResponseFields"))
+    said = fields.get("stop_sequence", as_dict(fields.get("delta")).get("stop_sequence"))
+    return said if isinstance(said, str) else None
+
+
 def _delta(delta: dict[str, Any], at: int) -> Delta:
     """A ``contentBlockDelta``'s text, a tool use's input text (its call's ``at``) or reasoning: its
-    text; reasoning sent redacted (``redactedContent``) counted as encrypted; a signature no words."""
+    text; reasoning sent redacted (``redactedContent``) counted as encrypted; a signature no words; a
+    source the text cites (``citation``) among the citations; any other (an image's, a tool result's)
+    kept whole (``Delta.unread``), so that two answers differing there differ."""
     d = Delta(known=True)
     if isinstance(delta.get("text"), str):
-        d.content = delta["text"]
+        d.content, d.opened = delta["text"], "text"
     elif isinstance(delta.get("toolUse"), dict):
         said = delta["toolUse"].get("input")
         d.tool_calls = [ToolCallPart(at, arguments=said if isinstance(said, str) else "")]
+        d.opened = "toolUse"
     elif isinstance(delta.get("reasoningContent"), dict):
         said = delta["reasoningContent"].get("text")
         d.reasoning = said if isinstance(said, str) else ""
         d.encrypted = int("redactedContent" in delta["reasoningContent"])
+        d.opened = "reasoningContent"
+    elif "citation" in delta:
+        d.citations = [delta["citation"]]
+    elif delta:
+        d.unread = dict(delta)
     return d
 
 
@@ -218,18 +294,27 @@ def stream_events(pieces: list[bytes]) -> tuple[list[Event], Framed]:
             payload = loads(data) if data.strip() else {}
         except ValueError:
             payload = None
-        kind = message.headers.get(":message-type")
+        kind = _said(message.headers, ":message-type")
         obj: Any = None
         if isinstance(payload, dict):
             if kind == "event":
-                obj = {str(message.headers.get(":event-type")): payload}
+                obj = {str(_said(message.headers, ":event-type")): payload}
             elif kind == "exception":
-                obj = {"exception": {"type": message.headers.get(":exception-type"), **payload}}
+                obj = {"exception": {"type": _said(message.headers, ":exception-type"), **payload}}
         if kind == "error":  # the framing's own error: its code and message in headers
-            said = message.headers.get(":error-message")
-            obj = {"exception": {"type": message.headers.get(":error-code"), "message": said}}
+            said = _said(message.headers, ":error-message")
+            obj = {"exception": {"type": _said(message.headers, ":error-code"), "message": said}}
         events.append(Event(message.chunk, data, Delta(), obj))
     return events, framed
+
+
+def _said(headers: dict[str, Any], name: str) -> str | None:
+    """A header AWS sends as a string, as text: one of another value type (bytes, a number, a UUID)
+    as its text too, so that an odd header reads as words, never as a value no JSON holds."""
+    value = headers.get(name)
+    if value is None or isinstance(value, str):
+        return value
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def stream_ended(last: Any, error: str | None) -> bool:

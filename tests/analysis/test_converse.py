@@ -74,3 +74,39 @@ def test_converse_answers_that_differ_differ_and_the_same_match(tmp_path: Path) 
     a, b = pair_captures(tmp_path / "same", same)
     d = compare(a, b, top=1)["divergence"]
     assert d["exact_match_rate"] == 1 and sum(r["read_both"] for r in d["readable"].values()) == 1
+
+
+def test_whole_answers_differing_in_a_source_cited_a_block_s_place_or_an_unread_block_differ(tmp_path: Path) -> None:
+    """Text citing its sources comes as ``citationsContent`` (its text in ``content``, its sources in
+    ``citations``): that text is the answer's, not nothing; two answers differing in a source, in the
+    order of their blocks, or in a block of a type not read (an image) are not one answer."""
+    source = {"title": "Q3 report", "sourceContent": [{"text": "revenue grew 4%"}], "location": {"documentPage": {"start": 2}}}
+
+    def cites(text: str, *sources: dict[str, Any]) -> dict[str, Any]:
+        return {"citationsContent": {"content": [{"text": text}], "citations": list(sources)}}
+
+    call = {"toolUse": {"toolUseId": "tooluse_1", "name": "calc", "input": {"a": 17, "b": 25}}}
+    image = {"image": {"format": "png", "source": {"bytes": "iVBORw0KGgoA"}}}
+    out = read_response(_record(_PATH, _answer({"text": "Per the report: "}, cites("it grew.", source), call, image)))
+    assert out.text == "Per the report: it grew." and len(out.citations) == 1 and "Q3 report" in out.citations[0]
+    assert out.layout == ["text:16", "text:8+1", "toolUse", "image"] and len(out.others) == 1
+    redacted = {"reasoningContent": {"redactedContent": "c2VjcmV0"}}
+    assert read_response(_record(_PATH, _answer(redacted, {"text": "4"}))).encrypted_reasoning == 1
+    moved = {**source, "location": {"documentPage": {"start": 7}}}
+    differ = {
+        "cited": (_WHOLE, _answer(cites("It grew.", source)), _answer(cites("It grew.", moved))),
+        "uncited": (_WHOLE, _answer(cites("It grew.", source)), _answer({"text": "It grew."})),
+        "order": (_WHOLE, _answer({"text": "Adding."}, call), _answer(call, {"text": "Adding."})),
+        "image": (_WHOLE, _answer(image), _answer({"image": {"format": "png", "source": {"bytes": "iVBORw0KGgoB"}}})),
+    }
+    a, b = pair_captures(tmp_path / "differ", differ)
+    d = compare(a, b, top=len(differ))["divergence"]
+    assert d["counts"].get("exact", 0) == 0, d["counts"]
+    assert sum(r["read_both"] for r in d["readable"].values()) == len(differ)
+    same = {
+        name: (_WHOLE, sides[0], _answer(*json.loads(sides[0][0])["output"]["message"]["content"], latency=7))
+        for name, (_, *sides) in differ.items()
+    }
+    a, b = pair_captures(tmp_path / "same", same)
+    d = compare(a, b, top=len(same))["divergence"]
+    assert d["exact_match_rate"] == 1 and sum(r["read_both"] for r in d["readable"].values()) == len(same)

@@ -27,6 +27,7 @@ from tests.eventstream_frames import (
     exception_frame,
     message_frame,
     text_frame,
+    typed_header,
 )
 from tests.helpers import enrich_with_a_dead_engine, pair_captures, write_capture
 
@@ -78,7 +79,7 @@ def test_a_converse_stream_is_read_event_by_event_at_the_chunk_of_its_last_byte(
         ("tooluse_1", "calc", {"a": 17, "b": 25})
     ]
     assert (out.finish_reason, out.finish_reason_raw) == ("tool_calls", "tool_use")
-    assert (out.prompt_tokens, out.cached_tokens, out.output_tokens) == (21, 5, 9)
+    assert (out.prompt_tokens, out.cached_tokens, out.output_tokens) == (21 + 5, 5, 9)  # inputTokens leave the cache's out
     assert [e.chunk for e in out.events] == [chunk_of_end(chunks, frames, k) for k in range(len(frames))]
     assert stream_done(chunks, out) and out.invalid_utf8 == []
 
@@ -106,6 +107,48 @@ def test_a_converse_stream_is_read_event_by_event_at_the_chunk_of_its_last_byte(
     gaps = [r["gap_ns"] for r in a.query("SELECT gap_ns FROM itl WHERE exchange_id = 'x'").records()]
     assert sorted(gaps) == sorted(b - a_ for a_, b in itertools.pairwise(sorted(set(at))))
     assert (m["server_total_ns"], m["server_timings_source"]) == (812_000_000, "Bedrock metrics.latencyMs (server-measured)")
+
+
+def test_prompt_tokens_hold_the_cache_s_reads_and_writes(load: Load) -> None:
+    """Bedrock's ``inputTokens`` leave out the tokens read from and written to its cache (its
+    ``totalTokens`` adds them back): the prompt is all three, cached tokens the reads, whole or streamed."""
+    fresh, read, written, output = 368, 10536, 240, 19
+    usage = {
+        "inputTokens": fresh,
+        "outputTokens": output,
+        "totalTokens": fresh + read + written + output,
+        "cacheReadInputTokens": read,
+        "cacheWriteInputTokens": written,
+    }
+    streamed = [*answer_frames("4")[:-1], event_frame("metadata", {"usage": usage})]
+    whole = {"output": {"message": {"role": "assistant", "content": [{"text": "4"}]}}, "stopReason": "end_turn", "usage": usage}
+    bare = {**whole, "usage": {"inputTokens": fresh, "outputTokens": output, "totalTokens": fresh + output}}
+    cases = {
+        "streamed": (_PATH, streamed, EVENTSTREAM, fresh + read + written, read),
+        "whole": (_PATH.replace("-stream", ""), [json.dumps(whole).encode()], JSON, fresh + read + written, read),
+        "no cache": (_PATH.replace("-stream", ""), [json.dumps(bare).encode()], JSON, fresh, None),
+    }
+    for name, (path, chunks, ctype, prompt, cached) in cases.items():
+        record = {**_record(chunks, path), "response_headers": [["content-type", ctype]]}
+        out = read_response(record)
+        assert (out.prompt_tokens, out.cached_tokens, out.output_tokens) == (prompt, cached, output), name
+        assert out.prompt_tokens + out.output_tokens == out.usage["totalTokens"], name  # as Bedrock totals them
+    a = load(
+        [
+            exchange(
+                name,
+                chunks=[(10.0, c) for c in chunks],
+                request=json.dumps(_BODY).encode(),
+                path=path,
+                headers=[["content-type", ctype]],
+            )
+            for name, (path, chunks, ctype, _, _) in cases.items()
+        ]
+    )
+    rows = a.query("SELECT exchange_id, prompt_tokens, cached_tokens FROM metrics ORDER BY exchange_id").records()
+    assert {r["exchange_id"]: (r["prompt_tokens"], r["cached_tokens"]) for r in rows} == {
+        name: (prompt, cached) for name, (_, _, _, prompt, cached) in cases.items()
+    }
 
 
 def test_a_cut_or_damaged_frame_is_read_up_to_it_and_said_so(load: Load) -> None:
@@ -157,6 +200,10 @@ def test_an_exception_message_is_an_error_answer(load: Load) -> None:
     framing_error = message_frame({":message-type": "error", ":error-code": "InternalFailure", ":error-message": "boom"}, b"")
     out = read_response(_record([*answer_frames("4")[:3], framing_error]))
     assert out.error_message == "InternalFailure: boom" and out.finish_reason == "error"
+    # the same words in headers of another value type (bytes): read as those words, not a crash
+    odd = message_frame({":message-type": "error"}, b"", typed_header(":error-code", 6, b"InternalFailure"))
+    out = read_response(_record([*answer_frames("4")[:3], odd]))
+    assert out.error_message is not None and out.error_message.startswith("InternalFailure: ") and out.finish_reason == "error"
     a = load(
         [
             exchange(
@@ -246,3 +293,168 @@ def test_every_cut_and_every_flipped_bit_is_read_up_to_it_never_a_crash() -> Non
             out = read_response(_record([bytes(damaged)]))
             assert out.error is not None and out.error.startswith("the event stream was cut"), (at, bit)
             assert "42".startswith(out.text), (at, bit)
+
+
+def _blocks(*blocks: list[bytes], stop: str = "end_turn", pad: str = "abc") -> list[bytes]:
+    """A whole answer of the blocks given (each its events), then its stop reason and usage."""
+    usage = {"usage": {"inputTokens": 21, "outputTokens": 2, "totalTokens": 23}, "metrics": {"latencyMs": 90}}
+    return [
+        event_frame("messageStart", {"role": "assistant"}, pad),
+        *itertools.chain.from_iterable(blocks),
+        event_frame("messageStop", {"stopReason": stop}, pad),
+        event_frame("metadata", usage, pad),
+    ]
+
+
+def _text_block(i: int, text: str, *cited: dict[str, Any], pad: str = "abc") -> list[bytes]:
+    citations = (event_frame("contentBlockDelta", {"contentBlockIndex": i, "delta": {"citation": c}}, pad) for c in cited)
+    return [text_frame(i, text, pad), *citations, event_frame("contentBlockStop", {"contentBlockIndex": i}, pad)]
+
+
+def _tool_block(i: int, given: str, pad: str = "abc") -> list[bytes]:
+    start = {"contentBlockIndex": i, "start": {"toolUse": {"toolUseId": f"tooluse_{pad}", "name": "calc"}}}
+    return [
+        event_frame("contentBlockStart", start, pad),
+        event_frame("contentBlockDelta", {"contentBlockIndex": i, "delta": {"toolUse": {"input": given}}}, pad),
+        event_frame("contentBlockStop", {"contentBlockIndex": i}, pad),
+    ]
+
+
+def _image_block(i: int, said: str, pad: str = "abc") -> list[bytes]:
+    """A block of a type not read (an image's, as Bedrock's ContentBlockDelta may carry)."""
+    return [
+        event_frame("contentBlockStart", {"contentBlockIndex": i, "start": {"image": {"format": "png"}}}, pad),
+        event_frame("contentBlockDelta", {"contentBlockIndex": i, "delta": {"image": {"source": {"bytes": said}}}}, pad),
+        event_frame("contentBlockStop", {"contentBlockIndex": i}, pad),
+    ]
+
+
+def test_converse_streams_differing_in_a_source_cited_a_block_s_place_or_an_unread_block_differ(tmp_path: Path) -> None:
+    """Text citing its sources (``citation`` deltas), the order of the answer's blocks and a block of a
+    type not read: two streams differing there alone are not one answer; the same sent in other chunks,
+    with other ids and padding, are."""
+    source = {"title": "Q3 report", "sourceContent": [{"text": "revenue grew 4%"}], "location": {"documentPage": {"start": 2}}}
+    other = {**source, "location": {"documentPage": {"start": 7}}}
+    args = '{"a": 17, "b": 25}'
+    differ = {
+        "cited": (_STREAMED, _blocks(_text_block(0, "It grew.", source)), _blocks(_text_block(0, "It grew.", other))),
+        "uncited": (_STREAMED, _blocks(_text_block(0, "It grew.", source)), _blocks(_text_block(0, "It grew."))),
+        "order": (
+            _STREAMED,
+            _blocks(_text_block(0, "Adding."), _tool_block(1, args)),
+            _blocks(_tool_block(0, args), _text_block(1, "Adding.")),
+        ),
+        "image": (_STREAMED, _blocks(_image_block(0, "iVBORw0KGgoA")), _blocks(_image_block(0, "iVBORw0KGgoB"))),
+    }
+    a, b = pair_captures(tmp_path / "differ", differ)
+    d = compare(a, b, top=len(differ))["divergence"]
+    assert d["counts"].get("exact", 0) == 0, d["counts"]
+    assert sum(r["read_both"] for r in d["readable"].values()) == len(differ)
+    same = {
+        name: (_STREAMED, awkward(_blocks(*blocks)), [b"".join(_blocks(*again))])
+        for name, blocks, again in (
+            ("cited", [_text_block(0, "It grew.", source)], [_text_block(0, "It grew.", source, pad="xyzzy")]),
+            (
+                "order",
+                [_text_block(0, "Adding."), _tool_block(1, args)],
+                [_text_block(0, "Adding.", pad="q"), _tool_block(1, args, "q")],
+            ),
+            ("image", [_image_block(0, "iVBORw0KGgoA")], [_image_block(0, "iVBORw0KGgoA", pad="zz")]),
+        )
+    }
+    a, b = pair_captures(tmp_path / "same", same)
+    d = compare(a, b, top=len(same))["divergence"]
+    assert d["exact_match_rate"] == 1 and sum(r["read_both"] for r in d["readable"].values()) == len(same)
+    out = read_response(_record(_blocks(_text_block(0, "Adding.", source), _tool_block(1, args), _image_block(2, "iVBO"))))
+    assert out.text == "Adding." and out.layout == ["text:7+1", "toolUse", "image"] and len(out.citations) == 1
+    assert len(out.others) == 1 and "iVBO" in out.others[0]
+
+
+def test_converse_answers_ended_by_another_stop_sequence_differ(tmp_path: Path) -> None:
+    """Where the request asked for it (``additionalModelResponseFieldPaths``), the stop sequence that
+    ended the answer comes in ``additionalModelResponseFields`` (streamed under ``delta``): two answers
+    of the same text ended by another one are not one answer; by the same one they are."""
+
+    def streamed(stop: str) -> list[bytes]:
+        frames = answer_frames("4", "2", stop="stop_sequence")
+        fields = {"delta": {"stop_sequence": stop}}
+        frames[-2] = event_frame("messageStop", {"stopReason": "stop_sequence", "additionalModelResponseFields": fields})
+        return frames
+
+    def whole(stop: str) -> list[bytes]:
+        said = {
+            "output": {"message": {"role": "assistant", "content": [{"text": "42"}]}},
+            "stopReason": "stop_sequence",
+            "additionalModelResponseFields": {"stop_sequence": stop},
+            "usage": {"inputTokens": 21, "outputTokens": 2, "totalTokens": 23},
+        }
+        return [json.dumps(said).encode()]
+
+    assert read_response(_record(streamed("END"))).stop_sequence == "END"
+    whole_path = (_PATH.replace("-stream", ""), _BODY, JSON)
+    differ = {"streamed": (_STREAMED, streamed("END"), streamed("STOP")), "whole": (whole_path, whole("END"), whole("STOP"))}
+    a, b = pair_captures(tmp_path / "differ", differ)
+    d = compare(a, b, top=2)["divergence"]
+    assert d["counts"].get("exact", 0) == 0 and d["counts"]["stop_sequence_differs"] == 2, d["counts"]
+    same = {"streamed": (_STREAMED, streamed("END"), awkward(streamed("END"))), "whole": (whole_path, whole("END"), whole("END"))}
+    a, b = pair_captures(tmp_path / "same", same)
+    d = compare(a, b, top=2)["divergence"]
+    assert d["exact_match_rate"] == 1 and sum(r["read_both"] for r in d["readable"].values()) == 2
+
+
+def test_a_tool_bedrock_ran_itself_is_no_call_for_its_client(tmp_path: Path) -> None:
+    """A tool use of ``"type": "server_tool_use"`` Bedrock ran itself (its result in the answer): the
+    answer asks its client for no call; a call of the same tool and input its client must make differs."""
+
+    def streamed(kind: str | None) -> list[bytes]:
+        use = {"toolUseId": "tooluse_1", "name": "web_search", **({"type": kind} if kind else {})}
+        return _blocks(
+            [
+                event_frame("contentBlockStart", {"contentBlockIndex": 0, "start": {"toolUse": use}}),
+                event_frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"toolUse": {"input": '{"q": "x"}'}}}),
+            ],
+            _text_block(1, "Found it."),
+        )
+
+    def whole(kind: str | None) -> list[bytes]:
+        use = {"toolUseId": "tooluse_1", "name": "web_search", "input": {"q": "x"}, **({"type": kind} if kind else {})}
+        content = [{"toolUse": use}, {"text": "Found it."}]
+        return [json.dumps({"output": {"message": {"role": "assistant", "content": content}}, "stopReason": "end_turn"}).encode()]
+
+    whole_path = (_PATH.replace("-stream", ""), _BODY, JSON)
+    for name, (where, answer) in {"streamed": (_STREAMED, streamed), "whole": (whole_path, whole)}.items():
+        path, _, ctype = where
+        ran = read_response({**_record(answer("server_tool_use"), path), "response_headers": [["content-type", ctype]]})
+        asked = read_response({**_record(answer(None), path), "response_headers": [["content-type", ctype]]})
+        assert (ran.client_calls, asked.client_calls) == (False, True), name
+        assert ran.text == asked.text == "Found it." and [c["name"] for c in ran.tool_calls] == ["web_search"], name
+    pairs = {
+        "streamed": (_STREAMED, streamed("server_tool_use"), streamed(None)),
+        "whole": (whole_path, whole("server_tool_use"), whole(None)),
+    }
+    a, b = pair_captures(tmp_path / "differ", pairs)
+    d = compare(a, b, top=2)["divergence"]
+    assert d["counts"].get("exact", 0) == 0 and d["counts"]["tool_calls_differ"] == 2, d["counts"]
+    same = {k: (where, one, one) for k, (where, one, _) in pairs.items()}
+    a, b = pair_captures(tmp_path / "same", same)
+    assert compare(a, b, top=2)["divergence"]["exact_match_rate"] == 1
+
+
+def test_a_request_bedrock_refused_is_its_error(tmp_path: Path) -> None:
+    """A request refused before any answer (a validation error, throttling) answers a status and a
+    JSON ``{"message"}`` (its type in ``x-amzn-ErrorType``), whether it asked for a stream or not:
+    that is the error it reports, not a body of no API's shape; two refusals that say otherwise differ."""
+    said = "1 validation error detected: Value '0' at 'inferenceConfig.maxTokens' failed to satisfy constraint"
+    whole_path = _PATH.replace("-stream", "")
+    for path in (_PATH, whole_path):
+        record = {**_record([json.dumps({"message": said}).encode()], path), "status": 400}
+        record["response_headers"] = [["content-type", JSON], ["x-amzn-errortype", "ValidationException:http://internal"]]
+        out = read_response(record)
+        assert out.readable and out.error is None and (out.error_message, out.finish_reason) == (said, "error"), path
+        assert not read_response({**record, "chunks": [b'{"message": 5}']}).readable, path  # no words: no error read as one
+    refused = ((whole_path, _BODY, JSON), [json.dumps({"message": said}).encode()])
+    other = [json.dumps({"message": "Too many requests, please wait before trying again."}).encode()]
+    a, b = pair_captures(tmp_path / "differ", {"x": (*refused, other)})
+    assert compare(a, b, top=1)["divergence"]["counts"].get("exact", 0) == 0
+    a, b = pair_captures(tmp_path / "same", {"x": (*refused, refused[1])})
+    assert compare(a, b, top=1)["divergence"]["exact_match_rate"] == 1
