@@ -40,7 +40,7 @@ from infertap.apis.body import mislabelled
 from infertap.apis.chat_request import ChatRequests
 from infertap.apis.chat_stream import ChatStream, read_chat_stream
 from infertap.apis.converse import LATENCY_SOURCE, latency_ns
-from infertap.capture.identity import apart_kind, asked_headers, exchange_digest, generation_since_wl3
+from infertap.capture.identity import apart_kind, asked_headers, exchange_digest, generation_since_wl3, plain_body
 from infertap.capture.jsonable import jsonable
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import apart, delivered, recorded_session, request_body_unknown
@@ -422,18 +422,23 @@ class Decoder:
         chunk_ns: list[int] = rec.get("chunk_ns") or []
         # An imported exchange's one chunk is timed at the response's end: no token's time is known.
         token_ns: list[int] = [] if rec.get("imported") else chunk_ns
+        body = rec.get("request_body") or b""
+        # Its content-encoding undone once (zstd from the Codex CLI, gzip...): read, hashed and told
+        # newer from these same bytes, never decompressed again.
+        plain = plain_body(rec)
         fast = self.chat.read(rec)
-        request, prefixes = fast if fast is not None else (read_request(rec), None)
+        request, prefixes = fast if fast is not None else (read_request(rec, plain), None)
         wall_ns = self.run["wall_ns"]
         if wall_ns is None:  # no header seen: anchor on the exchange's own wall clock
             wall_ns = round(rec.get("wall", 0.0) * 1e9) - rec.get("start_ns", 0)
         sent_wall_ns = wall_ns + rec.get("sent_ns", 0)
-        body = rec.get("request_body") or b""
-        self.mislabelled += mislabelled(body, rec.get("request_headers"))  # read as JSON: said (decoding.mislabelled_warning)
+        # read as JSON: said (decoding.mislabelled_warning)
+        self.mislabelled += mislabelled(body, rec.get("request_headers"), plain)
         asked = asked_headers(rec.get("request_headers")) if request.generation else []
         # The media and embeddings requests' too (no text to time): the traffic's media and embeddings identities hash them.
-        digest = exchange_digest(rec) if request.generation or (apart_kind(rec) and not request_body_unknown(rec)) else None
-        newer = request.generation and generation_since_wl3(rec)
+        hashed = request.generation or (apart_kind(rec) and not request_body_unknown(rec))
+        digest = exchange_digest(rec, None, plain) if hashed else None
+        newer = request.generation and generation_since_wl3(rec, plain)
         self._request_row(xid, request, body, digest, _dump([list(h) for h in asked]) if asked else None, newer)
         # The usual streamed chat answer in one pass (read_chat_stream), anything else through its adapter.
         stream = read_chat_stream(rec) if chunks else None
@@ -442,7 +447,7 @@ class Decoder:
             tokens = self._stream_rows(xid, stream, token_ns)
         else:
             unread = chunks or not_in_file(rec) or response_not_kept(rec)
-            parsed = read_response(rec) if unread else Output(request.api, error="no response body")
+            parsed = read_response(rec, None, plain) if unread else Output(request.api, error="no response body")
             if response_not_kept(rec):  # unknown, but its kept head may name its id (only the id is read)
                 parsed.response_id = kept_response_id(rec)
                 with_tail_usage(parsed, rec)  # and its kept tail its usage and finish reason (only those)

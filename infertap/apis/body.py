@@ -130,15 +130,18 @@ def decoded_request(raw: bytes, encoding: str) -> Decoded:
     return Decoded(got.pieces[0], got.ended, got.raw_deflate)
 
 
-def mislabelled(raw: bytes, headers: Iterable[Iterable[str]] | None) -> bool:
+def mislabelled(raw: bytes, headers: Iterable[Iterable[str]] | None, plain: bytes | None = None) -> bool:
     """Whether a request body is plain JSON under a content-encoding its bytes aren't in: ``unencoded``
     reads it as JSON, while a server that undoes the encoding refuses it, and replay sends it as
-    recorded and refuses to edit it. Only a body that starts as JSON is decoded to tell."""
+    recorded and refuses to edit it. Only a body that starts as JSON is decoded to tell; ``plain``,
+    what ``unencoded`` gave for it already, says without decoding it again."""
     if raw.lstrip()[:1] not in (b"{", b"["):
         return False
     encoding = body_encoding(headers)
     if encoding is None or encoding not in UNDONE:
         return False
+    if plain is not None:
+        return plain is raw  # ``unencoded`` keeps the very bytes it could not decode
     try:
         decoded_request(raw, encoding)  # raw deflate and brotli may start with a "{" too
     except ValueError:
@@ -151,7 +154,10 @@ def unencoded(body: bytes, headers: Iterable[Iterable[str]] | None) -> bytes:
     Codex CLI sends its /responses bodies zstd-compressed, ``Content-Encoding: zstd``). Read raw, a
     compressed body was no JSON, so no generation request: in no figure and no workload identity.
     One that can't be decoded (an encoding not in ``UNDONE``, bytes that aren't it, more than
-    ``DECODED_LIMIT``) stays as it is."""
+    ``DECODED_LIMIT``) stays as it is: the same object, so ``plain is body`` says it was not undone.
+    A reader of one exchange undoes it once and hands the result on (the ``plain`` arguments of
+    ``read_request``, ``exchange_digest``, ``generation_since_wl3``, ``mislabelled``): a zstd body
+    decompressed for each was most of a cold decode's time on Codex traffic (bench.compressed_requests)."""
     encoding = body_encoding(headers) if body else None
     if encoding is None or encoding not in UNDONE:
         return body

@@ -159,15 +159,18 @@ def json_body(data: bytes | None) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
-def request_json(record: Mapping[str, Any]) -> dict[str, Any] | None:
+def request_json(record: Mapping[str, Any], plain: bytes | None = None) -> dict[str, Any] | None:
     """A record's request body as a JSON object, its content-encoding undone (a compressed body, as
-    the Codex CLI sends, is its API's request all the same), else None."""
-    return json_body(unencoded(record.get("request_body") or b"", record.get("request_headers")))
+    the Codex CLI sends, is its API's request all the same), else None. ``plain``: the body as
+    ``unencoded`` gave it already (a caller that reads it more than once undoes it once)."""
+    if plain is None:
+        plain = unencoded(record.get("request_body") or b"", record.get("request_headers"))
+    return json_body(plain)
 
 
-def read_request(record: Mapping[str, Any]) -> Request:
-    """What an exchange's request asks for, read by its API's adapter."""
-    body = request_json(record)
+def read_request(record: Mapping[str, Any], plain: bytes | None = None) -> Request:
+    """What an exchange's request asks for, read by its API's adapter (``plain``: as ``request_json``)."""
+    body = request_json(record, plain)
     api = api_for(record.get("path"), body)
     if body is None:
         return Request(api.name)
@@ -205,23 +208,26 @@ def request_of(
     )
 
 
-def is_generation(record: Mapping[str, Any]) -> bool:
+def is_generation(record: Mapping[str, Any], plain: bytes | None = None) -> bool:
     """``read_request(record).generation`` without reading the rest of the request (its turns,
-    tools, sampling): what a workload's identity asks of every exchange."""
-    body = request_json(record)
+    tools, sampling): what a workload's identity asks of every exchange (``plain``: as ``request_json``)."""
+    body = request_json(record, plain)
     return body is not None and asks_for_tokens(api_for(record.get("path"), body), body)
 
 
-def generation_since_wl3(record: Mapping[str, Any]) -> bool:
+def generation_since_wl3(record: Mapping[str, Any], plain: bytes | None = None) -> bool:
     """Whether a generation request (``is_generation``) was none before infertap read a body sent
     compressed, llama.cpp's ``/infill`` with no ``prompt``, SGLang's and TGI's ``/generate`` and
     ``/v1/responses/compact``: an older infertap left it out of the workload identity, which is then
-    tagged ``wl3`` (``capture.identity.version_of``). The body is read only where the route asks it."""
+    tagged ``wl3`` (``capture.identity.version_of``). The body is read only where the route asks it
+    (``plain``: as ``request_json``; a body ``unencoded`` decoded is not the very bytes recorded)."""
     route = (record.get("path") or "").split("?", 1)[0].rstrip("/")
     if route.endswith(("/responses/compact", "/generate_stream")):
         return True
     raw = record.get("request_body") or b""
-    if unencoded(raw, record.get("request_headers")) is not raw:  # read decoded: raw, it was no JSON
+    if plain is None:
+        plain = unencoded(raw, record.get("request_headers"))
+    if plain is not raw:  # read decoded: raw, it was no JSON
         return True
     if not route.endswith((_GENERATE, "/infill")):
         return False
@@ -247,10 +253,11 @@ def response_not_kept(record: Mapping[str, Any]) -> bool:
     return isinstance(size, int) and not isinstance(size, bool)
 
 
-def read_response(record: Mapping[str, Any], api: Api | None = None) -> Output:
-    """What an exchange's response said, read by ``api`` (else the one its path and body name)."""
+def read_response(record: Mapping[str, Any], api: Api | None = None, plain: bytes | None = None) -> Output:
+    """What an exchange's response said, read by ``api`` (else the one its path and body name;
+    ``plain``: the request body as ``request_json`` takes it)."""
     # The body is parsed only when the path names no API (it decides nothing otherwise).
-    api = api or _by_path(record.get("path")) or api_for(record.get("path"), request_json(record))
+    api = api or _by_path(record.get("path")) or api_for(record.get("path"), request_json(record, plain))
     if not_in_file(record):
         return Output(api.name, error=NOT_IN_FILE)
     if response_not_kept(record):

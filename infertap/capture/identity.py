@@ -101,11 +101,11 @@ def version_of(asked: bool, newer: bool = False) -> str:
     return READ_VERSION if newer else ASKED_VERSION if asked else VERSION
 
 
-def generation_since_wl3(record: dict[str, Any]) -> bool:
+def generation_since_wl3(record: dict[str, Any], plain: bytes | None = None) -> bool:
     """``infertap.apis.read.generation_since_wl3``, its readers imported on first use (as ``is_generation``)."""
     from infertap.apis.read import generation_since_wl3 as since
 
-    return since(record)
+    return since(record, plain)
 
 
 #: Request headers that change what a request asks, not where it goes or who asks: the features
@@ -165,14 +165,15 @@ def request_digest(method: str, path: str, query: str | None, body: bytes, heade
 BOUNDARY = b"infertap-boundary"
 
 
-def asked_body(body: bytes, headers: Iterable[Iterable[str]] | None) -> bytes:
+def asked_body(body: bytes, headers: Iterable[Iterable[str]] | None, plain: bytes | None = None) -> bytes:
     """A request's body as its identity takes it: with its content-encoding undone (``unencoded``: a
     compressed body asks what its JSON asks, whatever the compressor wrote around it, as a gzip
     header's time), and a ``multipart/form-data`` body (an image to edit,
     audio to transcribe) with the boundary its Content-Type names written as ``BOUNDARY``. A client
     draws a new boundary for every request (httpx, which the OpenAI SDK sends with, a random one), so
-    the same upload sent twice was two different requests; any other body as it is."""
-    body = unencoded(body, headers)
+    the same upload sent twice was two different requests; any other body as it is. ``plain``: what
+    ``unencoded`` gave for it already (a reader of the exchange undoes its encoding once)."""
+    body = unencoded(body, headers) if plain is None else plain
     if not body or b"--" not in body:
         return body
     for pair in headers or ():
@@ -189,10 +190,17 @@ def asked_body(body: bytes, headers: Iterable[Iterable[str]] | None) -> bytes:
     return body
 
 
-def exchange_digest(record: dict[str, Any], asked: Sequence[tuple[str, str]] | None = None) -> bytes:
+def plain_body(record: dict[str, Any]) -> bytes:
+    """An exchange record's request body with its content-encoding undone (``unencoded``): what a
+    reader of its request, digest and newer check each take (their ``plain``), undone once for all."""
+    return unencoded(record.get("request_body") or b"", record.get("request_headers"))
+
+
+def exchange_digest(record: dict[str, Any], asked: Sequence[tuple[str, str]] | None = None, plain: bytes | None = None) -> bytes:
     """``request_digest`` of an exchange record's request (``asked``: its ``asked_headers``, where read
-    already), a multipart body's boundary written as one (``asked_body``)."""
-    body = asked_body(record.get("request_body") or b"", record.get("request_headers"))
+    already; ``plain``: its body as ``unencoded`` gave it), a multipart body's boundary written as one
+    (``asked_body``)."""
+    body = asked_body(record.get("request_body") or b"", record.get("request_headers"), plain)
     asked = asked_headers(record.get("request_headers")) if asked is None else asked
     return request_digest(record.get("method") or "", record.get("path") or "", record.get("query"), body, asked)
 
@@ -286,17 +294,18 @@ def sent_time(anchor_ns: int, record: dict[str, Any]) -> int:
     return anchor_ns + (scheduled if isinstance(scheduled, int) else int(record.get("start_ns") or 0))
 
 
-def in_workload(record: dict[str, Any]) -> bool:
-    """Whether an exchange is part of the workload: a generation request the engine was sent."""
-    return record.get("end") != "refused" and is_generation(record)
+def in_workload(record: dict[str, Any], plain: bytes | None = None) -> bool:
+    """Whether an exchange is part of the workload: a generation request the engine was sent
+    (``plain``: its body as ``plain_body`` gave it, where undone already)."""
+    return record.get("end") != "refused" and is_generation(record, plain)
 
 
-def is_generation(record: dict[str, Any]) -> bool:
+def is_generation(record: dict[str, Any], plain: bytes | None = None) -> bool:
     """``infertap.apis.is_generation``, its readers imported on the first request read: a warm
     ``infertap stats`` takes the identity from the cache's columns and never reads one."""
     from infertap.apis.read import is_generation as read
 
-    return read(record)
+    return read(record, plain)
 
 
 def is_media(record: dict[str, Any]) -> bool:
@@ -385,9 +394,12 @@ class IdentityTally:
         self._asked = False  # whether a generation request sent an asked header (the identity's version)
         self._newer = False  # whether one is a generation request only since READ_VERSION (the identity's version)
 
-    def add(self, record: dict[str, Any], generation: bool | None = None, digest: bytes | None = None) -> None:
+    def add(
+        self, record: dict[str, Any], generation: bool | None = None, digest: bytes | None = None, plain: bytes | None = None
+    ) -> None:
         """Count ``record``; ``generation``, when the caller has read the request already, saves
-        reading it again (``is_generation``), and ``digest`` hashing it (``exchange_digest``'s)."""
+        reading it again (``is_generation``), ``digest`` hashing it (``exchange_digest``'s), and
+        ``plain`` undoing its body's encoding (``plain_body``'s)."""
         rtype = record.get("type")
         if rtype == "header":
             self._anchor = round(float(record.get("wall") or 0.0) * 1e9)  # the run's start: start_ns counts from it
@@ -397,15 +409,19 @@ class IdentityTally:
                 return
             if request_body_unknown(record):  # sent, its body not kept: hashed as no request, counted as unknown
                 self._bodies_unknown += 1
-            elif is_generation(record) if generation is None else generation:
-                size = len(record.get("request_body") or b"")
+                return
+            raw = record.get("request_body") or b""
+            # Its content-encoding undone once, where a reading below needs it, for all of them.
+            if plain is None and (generation is None or generation):
+                plain = plain_body(record)
+            if is_generation(record, plain) if generation is None else generation:
                 asked = asked_headers(record.get("request_headers"))
-                digest = exchange_digest(record, asked) if digest is None else digest
-                rechained, newer = "rechained_from" in record, generation_since_wl3(record)
-                self.add_sent(digest, sent_time(self._anchor, record), size, rechained, bool(asked), newer)
+                digest = exchange_digest(record, asked, plain) if digest is None else digest
+                rechained, newer = "rechained_from" in record, generation_since_wl3(record, plain)
+                self.add_sent(digest, sent_time(self._anchor, record), len(raw), rechained, bool(asked), newer)
                 self._count_capped(record)
             elif kind := apart_kind(record):  # no text to time, but traffic: in the media or embeddings identity
-                self._apart[kind].append(_packed(sent_time(self._anchor, record), exchange_digest(record)))
+                self._apart[kind].append(_packed(sent_time(self._anchor, record), exchange_digest(record, None, plain)))
 
     def _count_capped(self, record: dict[str, Any]) -> None:
         """A replayed request that waited for a --max-concurrency slot: how far behind its schedule it left."""

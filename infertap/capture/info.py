@@ -11,7 +11,7 @@ from typing import Any
 from infertap.apis import header
 from infertap.recorders import recorder_running, writer_of
 
-from .identity import IdentityTally, counted_runs, in_workload, workload_summary
+from .identity import IdentityTally, counted_runs, in_workload, plain_body, workload_summary
 from .reader import CaptureReader
 
 
@@ -167,9 +167,11 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
     tally = _Tally()
     identity = IdentityTally()
     for record in reader.records():
-        counted = record.get("type") == "exchange" and in_workload(record)  # read once, for both
+        exchange = record.get("type") == "exchange"
+        plain = plain_body(record) if exchange else None  # its encoding undone once, for both
+        counted = exchange and in_workload(record, plain)  # read once, for both
         tally.add(record, counted)
-        identity.add(record, generation=counted)
+        identity.add(record, generation=counted, plain=plain)
     first, last = tally.first, tally.last
     return {
         "path": str(reader.path),
