@@ -439,7 +439,8 @@ class Decoder:
         hashed = request.generation or (apart_kind(rec) and not request_body_unknown(rec))
         digest = exchange_digest(rec, None, plain) if hashed else None
         newer = request.generation and generation_since_wl3(rec, plain)
-        self._request_row(xid, request, body, digest, _dump([list(h) for h in asked]) if asked else None, newer)
+        # The JSON as its API read it (a compressed body's decoded: SQL's body->>'$.field' reads it).
+        self._request_row(xid, request, plain, digest, _dump([list(h) for h in asked]) if asked else None, newer)
         # The usual streamed chat answer in one pass (read_chat_stream), anything else through its adapter.
         stream = read_chat_stream(rec) if chunks else None
         if stream is not None:
@@ -455,7 +456,7 @@ class Decoder:
             tokens = self._event_rows(xid, parsed, token_ns)
         if request.generation:
             end_wall_ns = sent_wall_ns + (rec.get("end_ns") or 0)
-            kept = body if self.part is None else None
+            kept = plain if self.part is None else None  # byte prefixes of what was asked, not of its compression
             self.generations.add(
                 sent_wall_ns, _int(rec.get("seq")) or 0, str(xid), end_wall_ns, kept, links_of(rec, request, parsed, prefixes)
             )

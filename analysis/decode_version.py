@@ -147,4 +147,7 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: its citations; a ``/converse-stream`` ``citation`` delta a source cited, a block of another type (an image)
 #: kept whole; both its blocks' layout, redacted reasoning counted as encrypted in a whole answer.
 #: 105: a request Bedrock's Converse refused (a JSON ``{"message"}``) is read as that error, not unreadable.
-DECODE_VERSION = 105
+#: 106: a compressed request body's ``requests.body`` is its decoded JSON (it held the compressed bytes,
+#: read as UTF-8 with replacement characters: ``body->>'$.field'`` read nothing), and the byte prefixes
+#: (``prefixes`` unit bytes, prefix reuse) are measured over the decoded bytes, not the compression's.
+DECODE_VERSION = 106

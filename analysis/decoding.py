@@ -226,6 +226,7 @@ def _whole(path: Path, decoder: Decoder, sizes: dict[str, int] | None) -> tuple[
     every exchange's request body into the prefix index (which of them are generation requests the
     parts tell later; the others' items are never asked for), numbered by exchange; the enrichments'
     prompt token ids; the capture's id, record count and exchange ids (into ``decoder``)."""
+    from infertap.capture.identity import plain_body
     from infertap.capture.reader import CaptureReader
 
     from .decode import enrichment_attached
@@ -237,7 +238,7 @@ def _whole(path: Path, decoder: Decoder, sizes: dict[str, int] | None) -> tuple[
             decoder.records += 1
             kind = record["type"]
             if kind == "exchange":
-                items.append(bodies.add(record.get("request_body") or b""))
+                items.append(bodies.add(plain_body(record)))  # as the serial decode keeps it: decoded
                 decoder.id_seen(record.get("id"))
             elif kind == "header":
                 decoder.capture_id = decoder.capture_id or record.get("capture_id")

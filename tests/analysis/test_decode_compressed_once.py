@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import brotli
+import duckdb
 import pyarrow.parquet as pq
 import pytest
 import zstandard
@@ -99,28 +100,19 @@ def _decode(capture: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[
     return _tables(out), calls[0]
 
 
-#: The columns that hold a request's bytes as recorded (not what it asks: its size, its text, the
-#: prefix its bytes share with the ones before) and the capture's own facts (its id, its run's, its
-#: size on disk); ``newer``: said below.
-RAW = {"exchanges": ("request_bytes",), "requests": ("body", "newer"), "captures": ("bytes_on_disk",)}
+#: The columns that hold a request's bytes as recorded (its size on the wire) and the capture's own
+#: facts (its id, its run's, its size on disk); ``newer``: said below. Its text (``requests.body``,
+#: what SQL's ``body->>'$.field'`` reads) and the byte prefixes it shares are of the JSON it asks.
+RAW = {"exchanges": ("request_bytes",), "requests": ("newer",), "captures": ("bytes_on_disk",)}
 OWN = ("capture_id", "run_id")
 
 
 def _without_raw(name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     raw = RAW.get(name, ())
-    return [
-        {
-            k: v
-            for k, v in row.items()
-            if k not in raw and k not in OWN and not (row.get("unit") == "bytes" and k in ("length", "shared"))
-        }
-        for row in rows
-    ]
+    return [{k: v for k, v in row.items() if k not in raw and k not in OWN} for row in rows]
 
 
-def test_each_compressed_body_is_decoded_once_and_the_tables_are_as_before(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_each_compressed_body_is_decoded_once_and_read_as_its_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sent = _exchanges(encode=True)
     write_capture(tmp_path / "sent", sent, run_wall=WALL)
     write_capture(tmp_path / "plain", _exchanges(encode=False), run_wall=WALL)
@@ -129,16 +121,7 @@ def test_each_compressed_body_is_decoded_once_and_the_tables_are_as_before(
     # Once per exchange whose body is labelled with an encoding infertap undoes: never again.
     assert undone == len(sent)
 
-    # As before: each reader undoing the encoding itself (the decode handing on nothing).
-    with monkeypatch.context() as m:
-        m.setattr(decode, "plain_body", lambda record: None)
-        before, undone_before = _decode(tmp_path / "sent", tmp_path / "before", monkeypatch)
-    assert undone_before > undone  # the reference did decompress again: it is the old path
-    assert tables == before
-    for name in TABLES:  # byte for byte
-        assert (tmp_path / "out" / f"{name}.parquet").read_bytes() == (tmp_path / "before" / f"{name}.parquet").read_bytes()
-
-    # As the same JSON sent uncompressed, but where the body is recorded as sent (must match) ...
+    # As the same JSON sent uncompressed, its text and byte prefixes too, but its size on the wire (must match) ...
     plain, _ = _decode(tmp_path / "plain", tmp_path / "plain-out", monkeypatch)
     cut = {x["id"] for x in sent if x["id"].startswith(UNDECODED)}
     for name in TABLES:
@@ -185,3 +168,27 @@ def test_a_capture_s_identity_and_info_undo_each_body_once_and_are_as_before(
     plain = workload_identity(tmp_path / "plain")
     assert ours.requests == plain.requests - len([x for x in sent if x["id"].startswith(UNDECODED)])
     assert ours.workload != plain.workload
+
+
+def test_decoded_in_parts_the_byte_prefixes_are_of_the_decoded_bodies_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass over the whole capture of a decode in parts keeps each body in the prefix index
+    itself (decoding.py): the decoded one, as the serial decode does, not its compression."""
+    from infertap.analysis import decoding
+
+    write_capture(tmp_path / "sent", _exchanges(encode=True), run_wall=WALL)
+    write_capture(tmp_path / "plain", _exchanges(encode=False), run_wall=WALL)
+    serial = decoding.decode_capture(tmp_path / "sent", tmp_path / "serial", "cap")
+    monkeypatch.setattr(decoding, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(decoding, "PART_EXCHANGES", 1)
+    parts = decoding.decode_capture(tmp_path / "sent", tmp_path / "parts", "cap", workers=2)
+    decoding.decode_capture(tmp_path / "plain", tmp_path / "plain-parts", "cap", workers=2)
+    assert parts == serial
+    query = "SELECT unit, exchange_id, length, shared FROM '{}/prefixes.parquet' ORDER BY ALL"
+    rows = [duckdb.sql(query.format(tmp_path / d)).fetchall() for d in ("serial", "parts", "plain-parts")]
+    assert rows[0] == rows[1]
+    cut = {x["id"] for x in _exchanges(encode=True) if x["id"].startswith(UNDECODED)}
+    decoded = [r for r in rows[1] if r[1] not in cut]
+    assert decoded and decoded == [r for r in rows[2] if r[1] not in cut]  # must match: the same JSON sent plain
+    assert any(r[0] == "bytes" for r in decoded)
