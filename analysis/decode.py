@@ -430,9 +430,11 @@ class Decoder:
         sent_wall_ns = wall_ns + rec.get("sent_ns", 0)
         body = rec.get("request_body") or b""
         self.mislabelled += mislabelled(body, rec.get("request_headers"))  # read as JSON: said (decoding.mislabelled_warning)
-        asked = asked_headers(rec.get("request_headers")) if request.generation else []
-        # The media and embeddings requests' too (no text to time): the traffic's media and embeddings identities hash them.
-        digest = exchange_digest(rec) if request.generation or (apart_kind(rec) and not request_body_unknown(rec)) else None
+        # The media and embeddings requests' too (no text to time): the traffic's media and embeddings identities
+        # hash them, their asked headers with them (compare names those that kept two apart).
+        apart = bool(apart_kind(rec))
+        asked = asked_headers(rec.get("request_headers")) if request.generation or apart else []
+        digest = exchange_digest(rec) if request.generation or (apart and not request_body_unknown(rec)) else None
         newer = request.generation and generation_since_wl3(rec)
         self._request_row(xid, request, body, digest, _dump([list(h) for h in asked]) if asked else None, newer)
         # The usual streamed chat answer in one pass (read_chat_stream), anything else through its adapter.

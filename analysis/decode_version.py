@@ -147,4 +147,5 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: its citations; a ``/converse-stream`` ``citation`` delta a source cited, a block of another type (an image)
 #: kept whole; both its blocks' layout, redacted reasoning counted as encrypted in a whole answer.
 #: 105: a request Bedrock's Converse refused (a JSON ``{"message"}``) is read as that error, not unreadable.
-DECODE_VERSION = 105
+#: 106: requests.asked_headers of a media or embeddings request too (as in its digest): compare names them.
+DECODE_VERSION = 106
