@@ -20,7 +20,7 @@ from infertap.analysis.divergence_notes import media_notes
 from infertap.analysis.report import render
 from infertap.analysis.store import Analysis
 from infertap.cli import cli
-from tests.helpers import embeddings_request, image_request, write_capture
+from tests.helpers import embeddings_request, image_request, pair_captures, write_capture
 
 WALL = 1_800_000_000.0
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(48))
@@ -166,3 +166,29 @@ def test_an_asked_header_alone_is_named_for_image_and_embeddings_requests(tmp_pa
         # Must match: both sent it alike.
         t = compare(tmp_path / f"{kind}-b", tmp_path / f"{kind}-c")["traffic"]
         assert t["identical"] and "headers" not in traffic_line(t)
+
+
+def _streamed_speech(pieces: list[bytes]) -> list[bytes]:
+    """What audio.speech.create(..., stream_format="sse") answers: the audio in base64 pieces, then its usage."""
+    events = [{"type": "speech.audio.delta", "audio": base64.b64encode(p).decode()} for p in pieces]
+    events.append({"type": "speech.audio.done", "usage": {"input_tokens": 3, "output_tokens": len(pieces), "total_tokens": 6}})
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events]
+
+
+def test_streamed_speech_is_compared_by_its_audio_whatever_pieces_carried_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    audio = bytes(range(90))
+    request = ("/v1/audio/speech", {"model": "gpt-4o-mini-tts", "voice": "alloy", "input": "hi", "stream_format": "sse"})
+    sse = "text/event-stream"
+    a, b = pair_captures(
+        tmp_path,
+        {
+            # Must match: the same audio, cut into other pieces.
+            "same": ((*request, sse), _streamed_speech([audio[:30], audio[30:]]), _streamed_speech([audio[:50], audio[50:]])),
+            # Must differ: one byte of the audio other.
+            "other": ((*request, sse), _streamed_speech([audio]), _streamed_speech([audio[:-1] + b"\xff"])),
+        },
+    )
+    m = compare(a, b)["divergence"]["media"]["kinds"]["speech"]
+    assert m["pairs"] == m["compared"] == 2 and m["identical"] == 1 and m["differ"] == 1
+    assert m["not_read_a"] == m["not_read_b"] == 0
