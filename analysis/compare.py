@@ -29,6 +29,7 @@ from infertap.capture.info import no_snapshot_reason
 from .accuracy import accuracy
 from .active import COUNTED, PART, run_parts
 from .cache import lookup
+from .compare_apart import apart_speed
 from .compare_load import concurrency, concurrency_note
 from .compare_model_load import model_load
 from .compare_outcomes import outcomes
@@ -71,7 +72,7 @@ def memory_limit() -> str:
 
 #: What compare reads of each run's ``metrics`` view.
 _METRICS = (
-    'capture, run_id, exchange_id, generation, path, status, "end", readable, session, session_capture, turn, link, ok, unfinished, streamed, sent_wall_ns, end_wall_ns, output_tokens, '
+    'capture, run_id, exchange_id, generation, method, path, status, "end", readable, session, session_capture, turn, link, ok, unfinished, streamed, sent_wall_ns, end_wall_ns, output_tokens, '
     "server_load_ns, server_total_ns, " + ", ".join(f"{name}_ns" for name in SPEED_METRICS)
 )
 
@@ -483,6 +484,8 @@ def _compare(
         # Before the speed: how each side answered, and over which pairs the speed is.
         result["outcomes"] = outcomes(ws.con, a.name, b.name, pairs.name)
         speed_rows = speed(ws, a, b, pairs)
+        # The image, video, speech and embeddings requests, in no row above: their answers and e2e, by kind.
+        result["apart_speed"] = apart_speed(ws.con, a.name, b.name, pairs.name)
         result["concurrency"] = concurrency(ws.con, a.name, b.name)  # the load each side ran under, beside its speed
         # A model load (Ollama's load_duration) inside either side's ttft and e2e, over the speed's pairs.
         result["model_load"] = model_load(ws.con, a.name, b.name, pairs.name)

@@ -81,7 +81,13 @@ def _side(path: str | os.PathLike[str], digests: Path, memory_limit: str) -> dic
         if any(r.get("kind") == "replay" for r in runs) and continues_responses(analysis, capture):
             identity = replace(identity, rechained=rechained_requests(capture))
         summary = workload_summary(identity, runs)
-        return {**summary, "asked_headers": asked_header_sets(analysis, capture), "not_text": not_text(analysis, capture)}
+        return {
+            **summary,
+            "asked_headers": asked_header_sets(analysis, capture),
+            # Those of its media and embeddings requests, by identity: what kept two of them apart, said too.
+            "apart_asked_headers": {name: asked_header_sets(analysis, capture, name) for name in APART},
+            "not_text": not_text(analysis, capture),
+        }
 
 
 def traffic(
@@ -151,6 +157,13 @@ def traffic(
         )
     if differences:  # in no speed figure: image, video or speech generation, embeddings
         how += f"; {media_words(differences)}"
+    for name in APART:  # what their identities can't name either, as of the text requests above
+        xa, xb = (w.get("apart_asked_headers", {}).get(name) for w in (wa, wb))
+        if not apart_same[name] and xa and xb and xa != xb:
+            how += (
+                f"; the headers that change what a request asks differ: A's {APART_WORDS[name]} sent {asked_words(xa)}, "
+                f"B's {asked_words(xb)}"
+            )
     rechained = (
         0
         if text_identical or not all(apart_same.values()) or any(unknown.values())
@@ -277,7 +290,7 @@ def traffic_line(t: dict[str, Any]) -> str:
         reordered = all(t.get(f"same_{n}_requests", True) for n in APART)
         words = f"the same {' and '.join(differ)} sent in another order" if reordered else f"different {' or '.join(differ)}"
         if t.get("no_text"):
-            return f"traffic: NOT identical ({ids}): {t['how']}; the speed figures below time no request (they are over text generation alone)"
+            return f"traffic: NOT identical ({ids}): {t['how']}; the speed table below times no request (it is over text generation alone; their answers and e2e are said under it)"
         return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare the same text workload, beside {words}"
     if not t["only_a"] and not t["only_b"]:  # one multiset of requests, sent in another order
         return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare the same requests sent in another order"

@@ -434,10 +434,11 @@ class Decoder:
         sent_wall_ns = wall_ns + rec.get("sent_ns", 0)
         # read as JSON: said (decoding.mislabelled_warning)
         self.mislabelled += mislabelled(body, rec.get("request_headers"), plain)
-        asked = asked_headers(rec.get("request_headers")) if request.generation else []
-        # The media and embeddings requests' too (no text to time): the traffic's media and embeddings identities hash them.
-        hashed = request.generation or (apart_kind(rec) and not request_body_unknown(rec))
-        digest = exchange_digest(rec, None, plain) if hashed else None
+        # The media and embeddings requests' too (no text to time): the traffic's media and embeddings identities
+        # hash them, their asked headers with them (compare names those that kept two apart).
+        apart = bool(apart_kind(rec))
+        asked = asked_headers(rec.get("request_headers")) if request.generation or apart else []
+        digest = exchange_digest(rec, None, plain) if request.generation or (apart and not request_body_unknown(rec)) else None
         newer = request.generation and generation_since_wl3(rec, plain)
         # The JSON as its API read it (a compressed body's decoded: SQL's body->>'$.field' reads it).
         self._request_row(xid, request, plain, digest, _dump([list(h) for h in asked]) if asked else None, newer)

@@ -150,4 +150,5 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 106: a compressed request body's ``requests.body`` is its decoded JSON (it held the compressed bytes,
 #: read as UTF-8 with replacement characters: ``body->>'$.field'`` read nothing), and the byte prefixes
 #: (``prefixes`` unit bytes, prefix reuse) are measured over the decoded bytes, not the compression's.
-DECODE_VERSION = 106
+#: 107: requests.asked_headers of a media or embeddings request too (as in its digest): compare names them.
+DECODE_VERSION = 107

@@ -1,6 +1,6 @@
 """What the divergence table can't show: the pairs a side failed, then per path the pairs not
-compared and why, errors with no body an API reads, unreadable bodies; and the embeddings answers,
-compared by their vectors. One wording for ``compare`` (printed) and ``report`` (HTML)."""
+compared and why, errors with no body an API reads, unreadable bodies; the embeddings answers,
+compared by their vectors, and the image, video and speech answers, by their bytes. One wording for ``compare`` (printed) and ``report`` (HTML)."""
 
 from __future__ import annotations
 
@@ -174,4 +174,44 @@ def embedding_notes(d: dict[str, Any]) -> list[tuple[str, bool]]:
         more = e["differ"] - len(named)
         tail = f"; {more} more (compare --json lists the first --top of them)" if more > 0 else ""
         notes.append(("embeddings that differ most: " + "; ".join(named) + tail, True))
+    return notes
+
+
+#: How many of the media pairs that differ the notes name by id (``--json`` lists ``--top`` of them).
+MEDIA_NAMED = 3
+
+
+def media_notes(d: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The image, video and speech pairs (compare's ``media``, media_divergence), as (text, whether it
+    warns): by kind, how many were compared and byte-identical or not (no text divergence applies); why
+    an answer was not read; the first pairs that differ by id."""
+    m = d.get("media")
+    if not m:
+        return []
+    notes = []
+    for kind, k in m["kinds"].items():
+        left = [f"{k['failed']} a side failed"] if k["failed"] else []
+        if k["not_read_a"] or k["not_read_b"]:
+            left.append(f"outputs not read: A {k['not_read_a']}, B {k['not_read_b']}")
+        more = f", {k['count_differs']} with another number of outputs" if k["count_differs"] else ""
+        notes.append(
+            (
+                f"{kind} outputs: {k['pairs']} pairs of {kind} answers, {k['compared']} compared"
+                + (f" ({'; '.join(left)})" if left else "")
+                + f": {k['identical']} byte-identical, {k['differ']} differ{more}",
+                bool(k["differ"] or k["not_read_a"] or k["not_read_b"]),
+            )
+        )
+    for side in ("a", "b"):
+        if why := m["why_not_read"].get(side):
+            notes.append((f"media outputs: {side.upper()}'s not read: {why} (the first; in no figure above)", True))
+    named = [
+        f"A {p['a_id'][:8]} / B {p['b_id'][:8]} ({p['kind']}: {p['made'][0]} vs {p['made'][1]} made, "
+        f"{p['bytes'][0]} vs {p['bytes'][1]} bytes)"
+        for p in m["differing"][:MEDIA_NAMED]
+    ]
+    if named:
+        more_pairs = m["differ"] - len(named)
+        tail = f"; {more_pairs} more (compare --json lists the first --top of them)" if more_pairs > 0 else ""
+        notes.append(("media outputs that differ: " + "; ".join(named) + tail, True))
     return notes

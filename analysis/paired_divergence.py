@@ -45,6 +45,7 @@ from .divergence import (
 )
 from .embedding_divergence import EmbeddingPairs
 from .extract import Grader
+from .media_divergence import MediaPairs
 from .pairing import PairTable
 from .summaries import Summary, load_enrichment, load_summary
 
@@ -210,6 +211,7 @@ def divergence(
     kl_not_comparable: Counter[str] = Counter()
     worst = _Worst(top)
     embedded = EmbeddingPairs(top, vectors)
+    made = MediaPairs(top)
     results = f"{pairs.name}_results"
     con.execute(
         f"CREATE OR REPLACE TABLE {results} (ord BIGINT, exact BOOLEAN, position BIGINT, failed BOOLEAN, embeddings BOOLEAN)"
@@ -241,6 +243,14 @@ def divergence(
                 ats.append(None)
                 fails.append(False)
                 embeds.append(True)
+                continue
+            if sa.media is not None and sb.media is not None:
+                # Two image, video or speech answers: what they made is the same bytes or not (media_divergence).
+                ords.append(ord_)
+                exacts.append(made.add(sa, sb))
+                ats.append(None)
+                fails.append(False)
+                embeds.append(False)
                 continue
             unknown = sa.api == sb.api == UNKNOWN.name
             unread = {sa.parse_error, sb.parse_error}
@@ -362,6 +372,8 @@ def divergence(
     summary["most_divergent"] = _most_divergent(worst.items())
     if (embeddings := embedded.result()) is not None:
         summary["embeddings"] = embeddings  # the pairs of embeddings answers, apart from the text pairs above
+    if (media := made.result()) is not None:
+        summary["media"] = media  # the pairs of image, video and speech answers: byte-identical or not
     if metrics is not None:
         failed["not_generation"] = _not_generation(con, results, pairs.name, *metrics)
     if exact is not None:

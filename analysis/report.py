@@ -20,13 +20,14 @@ from .accuracy import none_graded
 from .capacity import RESULT
 from .claim import card
 from .compare import compare, speed_notes
+from .compare_apart import apart_lines
 from .compare_lines import Said, energy_lines, session_lines
 from .compare_load import concurrency_line
 from .compare_model_load import model_load_lines
 from .compare_outcomes import side_line
 from .compare_traffic import traffic_line
 from .configdiff import probed_lines, why_unknown_lines
-from .divergence_notes import embedding_notes, failed_ids_note, failed_note, path_notes
+from .divergence_notes import embedding_notes, failed_ids_note, failed_note, media_notes, path_notes
 from .errors import AnalysisError
 from .extract import grader
 from .kl_notes import logprob_rows
@@ -130,6 +131,11 @@ def render(
     if result is not None:
         out += _outcomes(result.get("outcomes"))
         out += _speed(result["speed"], result.get("concurrency"), result.get("model_load"))
+        # The image, video, speech and embeddings requests: their answers and e2e by kind, as compare says them.
+        out += [
+            ('<p class="warn">' if warn else "<p>") + f"{html.escape(line)}</p>"
+            for line, warn in apart_lines(result.get("apart_speed"))
+        ]
     out.append(f"<p>{html.escape(_plotted(runs))}</p>")
     out.append(_plots(runs))
     out.append(
@@ -285,7 +291,8 @@ def _divergence(d: dict[str, Any]) -> list[str]:
     failed = failed_note(d)  # the pairs a side failed: in no figure above but exact match
     notes = [f'<p class="warn">{html.escape(said)}</p>' for said in (failed, failed_ids_note(d)) if said]
     notes += [
-        ('<p class="warn">' if warn else "<p>") + f"{html.escape(text)}</p>" for text, warn in path_notes(d) + embedding_notes(d)
+        ('<p class="warn">' if warn else "<p>") + f"{html.escape(text)}</p>"
+        for text, warn in path_notes(d) + embedding_notes(d) + media_notes(d)
     ]
     return [
         "<h2>3. Divergence</h2>",

@@ -213,7 +213,7 @@ REQUESTS = _schema(
     # and media identities; null for any other request and for one sent with a body not kept.
     ("digest", BIN),
     # The headers that change what it asks and are in its digest (identity.asked_headers), as JSON
-    # [[name, value], ...]; null where it sent none.
+    # [[name, value], ...], of a generation, media or embeddings request; null where it sent none.
     ("asked_headers", S),
     # A generation request an older infertap left out of the workload (apis.read.generation_since_wl3): its
     # identity is tagged wl3 (identity.version_of); false for any other.

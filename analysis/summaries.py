@@ -45,6 +45,7 @@ from .cache import CachedCapture
 from .decode import enrichment_attached, enrichment_keys, name_apart
 from .decoding import repeated_ids, repeats, repeats_warning, unattached_warning
 from .divergence import Position, logprob_positions, post_sampling
+from .media_output import MediaOutput, media_output
 
 #: Rows per Parquet row group and per batch held before writing.
 BATCH_ROWS = 5_000
@@ -149,7 +150,8 @@ BATCH_BYTES = 8 << 20
 #: 83: a Bedrock Converse answer carries the stop sequence that ended it (additionalModelResponseFields).
 #: 84: a Bedrock Converse tool use of type server_tool_use is a call Bedrock ran (``server``), no client call.
 #: 85: a request Bedrock's Converse refused (a JSON ``{"message"}``) reads as that error, not unreadable.
-SUMMARY_VERSION = 85
+#: 86: an image, video or speech answer's output as digests of what it made (media_output), compared byte for byte.
+SUMMARY_VERSION = 86
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -248,6 +250,9 @@ class Summary:
     # ``post_sampling_probs``, an older llama-server's ``probs``), not the model's own: compare takes
     # no KL of them against the model's (``divergence.post_sampling``).
     post_sampling: bool = False
+    # An image, video or speech answer (media_output.py): its kind, why its output was not read, and
+    # each thing it made's digest and size; None for another route, or an answer whose body is unknown.
+    media: MediaOutput | None = None
 
 
 def _without_request_id(message: str | None) -> str | None:
@@ -308,6 +313,7 @@ def summarize(record: dict[str, Any], *, last_user: bool = False, vectors: list[
         choice_logprobs={} if plain is not None else _choice_logprobs(out),
         embeddings=None if embeddings is not None and out.error == TOO_LARGE else embeddings,
         post_sampling=plain is None and post_sampling(out.objects, out.api),
+        media=None if not_in_file(record) or response_not_kept(record) or out.error == TOO_LARGE else media_output(record),
     )
 
 

@@ -188,14 +188,20 @@ def with_capped(analysis: Analysis, capture: str, identity: WorkloadIdentity) ->
     return replace(identity, capped=int(capped), behind_max_ms=int(behind) / 1e6)
 
 
-def asked_header_sets(analysis: Analysis, capture: str) -> list[str]:
+def asked_header_sets(analysis: Analysis, capture: str, name: str | None = None) -> list[str]:
     """The headers that change what a request asks (``identity.ASKED_HEADERS``) that the capture's
-    generation requests sent, each distinct set in words (``anthropic-beta: a,b; anthropic-version:
-    2023-06-01``, ``none`` for requests that sent none), sorted: what tells apart two workloads whose
-    requests differ in them alone, which their identities can't say."""
+    generation requests sent (``name`` of ``APART``: its media or embeddings requests), each distinct
+    set in words (``anthropic-beta: a,b; anthropic-version: 2023-06-01``, ``none`` for requests that
+    sent none), sorted: what tells apart two workloads whose requests differ in them alone, which their
+    identities can't say."""
+    which = (
+        _GENERATION
+        if name is None
+        else f"x.generation IS NOT TRUE AND x.\"end\" IS DISTINCT FROM 'refused' AND {apart_sql(name, 'x.path', 'x.method')} IS NOT NULL"
+    )
     rows = analysis.query(
         "SELECT DISTINCT r.asked_headers FROM exchanges x JOIN requests r USING (capture, exchange_id) "
-        f"WHERE x.capture = ? AND {_GENERATION}",
+        f"WHERE x.capture = ? AND {which}",
         [capture],
     ).rows
     sets = {"; ".join(f"{n}: {v}" for n, v in json.loads(text)) if text else "none" for (text,) in rows}

@@ -172,6 +172,10 @@ def print_comparison(r: dict[str, Any]) -> None:
 
     for line, warn in model_load_lines(r.get("model_load")):  # none where neither side waited for a load
         _say(console, line, "yellow" if warn else None)
+    from infertap.analysis.compare_apart import apart_lines
+
+    for line, warn in apart_lines(r.get("apart_speed")):  # image, video, speech, embeddings: in no row above
+        _say(console, line, "yellow" if warn else None)
     if r["speed"] and r["speed"][0].get("same_workload") is False and not r["traffic"].get("no_text"):
         if r["speed"][0].get("same_text_workload"):  # the figures' requests are the same; what ran beside them is not
             from infertap.capture.identity import APART_WORDS
@@ -379,15 +383,17 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
     """Section 3: the table, then what it cannot show (unreadable bodies, where outputs first part)."""
     _say(console, "\n3. Divergence", "bold")
     console.print(_divergence_table(d, base), markup=False)
-    from infertap.analysis.divergence_notes import embedding_notes, failed_ids_note, failed_note, path_notes
+    from infertap.analysis.divergence_notes import embedding_notes, failed_ids_note, failed_note, media_notes, path_notes
 
     for lead, side in (("", d), ("baseline: ", base or {})):
         if note := failed_note(side):
             _say(console, lead + note, "yellow")
         if not lead and (ids := failed_ids_note(side)):  # which they are (the baseline lists none: no --top there)
             _say(console, ids, "yellow")
-    for text, warn in path_notes(d) + embedding_notes(d):
+    for text, warn in path_notes(d) + embedding_notes(d) + media_notes(d):
         _say(console, text, "yellow" if warn else None)
+    if base and (noise := media_notes(base)):  # A's media outputs against A's again: whether they repeat at all
+        _say(console, "baseline: " + noise[0][0])
     if base and (noise := embedding_notes(base)):  # A's vectors against A's again: how much rounding alone moves them
         _say(console, "baseline: " + noise[0][0])
     if d["first_divergence_histogram"]:

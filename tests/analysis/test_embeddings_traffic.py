@@ -187,8 +187,8 @@ def test_compare_of_embeddings_alone_says_no_text_request_was_sent(tmp_path, mon
     ids = f"A {t['a']['short']}, B {t['b']['short']}"
     assert traffic_line(t) == (
         f"traffic: NOT identical ({ids}): no text generation request on either side; the embeddings requests differ: "
-        "A's 2, B's 2, 1 of A's not in B, 1 of B's not in A; the speed figures below time no request "
-        "(they are over text generation alone)"
+        "A's 2, B's 2, 1 of A's not in B, 1 of B's not in A; the speed table below times no request "
+        "(it is over text generation alone; their answers and e2e are said under it)"
     )
     assert not t["identical"] and t["text_identical"] and t["no_text"]
     assert "text generation requests are identical" not in t["how"]
