@@ -170,11 +170,16 @@ def embedding_notes(d: dict[str, Any]) -> list[tuple[str, bool]]:
         + ")"
         for p in e["least_similar"][:EMBEDDINGS_NAMED]
     ]
-    if named:
-        more = e["differ"] - len(named)
-        tail = f"; {more} more (compare --json lists the first --top of them)" if more > 0 else ""
-        notes.append(("embeddings that differ most: " + "; ".join(named) + tail, True))
-    return notes
+    return notes + _named_pairs("embeddings that differ most", named, e["differ"])
+
+
+def _named_pairs(label: str, named: list[str], differ: int) -> list[tuple[str, bool]]:
+    """The note naming the first pairs that differ, of ``differ`` in all (none where none is named)."""
+    if not named:
+        return []
+    more = differ - len(named)
+    tail = f"; {more} more (compare --json lists the first --top of them)" if more > 0 else ""
+    return [(f"{label}: " + "; ".join(named) + tail, True)]
 
 
 #: How many of the media pairs that differ the notes name by id (``--json`` lists ``--top`` of them).
@@ -210,8 +215,4 @@ def media_notes(d: dict[str, Any]) -> list[tuple[str, bool]]:
         f"{p['bytes'][0]} vs {p['bytes'][1]} bytes)"
         for p in m["differing"][:MEDIA_NAMED]
     ]
-    if named:
-        more_pairs = m["differ"] - len(named)
-        tail = f"; {more_pairs} more (compare --json lists the first --top of them)" if more_pairs > 0 else ""
-        notes.append(("media outputs that differ: " + "; ".join(named) + tail, True))
-    return notes
+    return notes + _named_pairs("media outputs that differ", named, m["differ"])
