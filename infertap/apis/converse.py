@@ -18,7 +18,8 @@ with ``usage`` and ``metrics``), its payload the event's JSON; a ``:message-type
 caller, ``{eventType: payload}``, at the chunk its last byte came in: timed as any stream's events.
 
 The model is in the path alone (``/model/{modelId}/converse``, URL-encoded: an id, an ARN), and a
-model's own settings (Anthropic's ``top_k``) in ``additionalModelRequestFields``: both read here.
+model's own settings in ``additionalModelRequestFields`` (Anthropic's ``top_k`` at its top, Amazon
+Nova's ``topK`` in an ``inferenceConfig`` nested there): both read here.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ SETTINGS = SettingsPlace(
     "inferenceConfig", {"max_tokens": "maxTokens", "temperature": "temperature", "top_p": "topP", "stop": "stopSequences"}
 )
 _COMMON = {own: name for name, own in SETTINGS.names.items()}
+#: Amazon Nova's own settings, in ``additionalModelRequestFields.inferenceConfig``, by the common names.
+_NOVA = {"topK": "top_k"}
 #: Where the model is: the path's ``{modelId}`` (URL-encoded), whatever comes before ``/model`` (a gateway's prefix).
 _MODEL = re.compile(r"/model/([^/?]+)/converse(?:-stream)?/?(?:\?|$)")
 #: What an event-stream body cut short, or damaged, is said to be (``Output.error``), before why.
@@ -183,10 +186,14 @@ class Converse(Api):
         return model_in_path(path)
 
     def sampling(self, body: dict[str, Any]) -> dict[str, Any]:
-        """``inferenceConfig``'s settings, and the model's own in ``additionalModelRequestFields``
-        (``top_k``; one ``inferenceConfig`` names too is ``inferenceConfig``'s, which Bedrock reads)."""
+        """``inferenceConfig``'s settings, and the model's own in ``additionalModelRequestFields``:
+        Anthropic's at its top (``top_k``), Amazon Nova's in an ``inferenceConfig`` nested there
+        (``topK``, as Bedrock documents Nova's). One ``inferenceConfig`` names too is
+        ``inferenceConfig``'s, which Bedrock reads."""
         config = as_dict(body.get("inferenceConfig"))
-        return {**as_dict(body.get("additionalModelRequestFields")), **{_COMMON[k]: v for k, v in config.items() if k in _COMMON}}
+        extra = as_dict(body.get("additionalModelRequestFields"))
+        nova = {_NOVA.get(k, k): v for k, v in as_dict(extra.get("inferenceConfig")).items()}
+        return {**nova, **extra, **{_COMMON[k]: v for k, v in config.items() if k in _COMMON}}
 
 
 class ConverseStream(Converse):

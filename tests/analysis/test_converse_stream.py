@@ -274,6 +274,31 @@ def test_additional_model_request_fields_are_settings(tmp_path: Path) -> None:
             assert rows[0]["a"].startswith("40") and rows[0]["b"].startswith("1"), rows
 
 
+def test_amazon_nova_s_top_k_nested_in_an_inference_config_is_a_setting(tmp_path: Path) -> None:
+    """Amazon Nova takes its ``topK`` in an ``inferenceConfig`` nested in ``additionalModelRequestFields``
+    (Bedrock's Nova guide): read as ``top_k``, so runs at 5 and 50 differ and runs at one match."""
+    path = "/model/us.amazon.nova-lite-v1%3A0/converse-stream"
+
+    def nova(top_k: int) -> dict[str, Any]:
+        return {**_BODY, "additionalModelRequestFields": {"inferenceConfig": {"topK": top_k}}}
+
+    assert read_request(_record([], path, nova(5))).sampling == {"max_tokens": 64, "temperature": 0, "top_k": 5}
+    frames = answer_frames("4", "2")
+    for name, top_k, differs in (("differ", 50, True), ("same", 5, False)):
+        a, b = tmp_path / name / "a", tmp_path / name / "b"
+        write_capture(a, [{"id": "x", "path": path, "body": nova(5), "chunks": frames, "content_type": EVENTSTREAM}])
+        write_capture(
+            b, [{"id": "y", "source_id": "x", "path": path, "body": nova(top_k), "chunks": frames, "content_type": EVENTSTREAM}]
+        )
+        for side in (a, b):
+            enrich_with_a_dead_engine(side)
+        settings = compare(a, b, top=1)["config"]["settings"]
+        rows = [r for r in settings if r["setting"] == "top_k"]
+        assert bool(rows) is differs and len(settings) == len(rows), (name, settings)
+        if differs:
+            assert rows[0]["a"].startswith("5") and rows[0]["b"].startswith("50"), rows
+
+
 def test_every_cut_and_every_flipped_bit_is_read_up_to_it_never_a_crash() -> None:
     """Cut at each byte, the stream reads as the whole messages before the cut and says it was cut;
     a bit flipped anywhere fails a CRC (CRC32 catches every one-bit error), never read as other words."""
