@@ -151,4 +151,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: read as UTF-8 with replacement characters: ``body->>'$.field'`` read nothing), and the byte prefixes
 #: (``prefixes`` unit bytes, prefix reuse) are measured over the decoded bytes, not the compression's.
 #: 107: requests.asked_headers of a media or embeddings request too (as in its digest): compare names them.
-DECODE_VERSION = 107
+#: 108: a Bedrock Converse request to Amazon Nova reads its ``topK`` (in ``additionalModelRequestFields.inferenceConfig``)
+#: as requests.top_k (it was left out).
+DECODE_VERSION = 108
