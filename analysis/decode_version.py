@@ -153,4 +153,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: 107: requests.asked_headers of a media or embeddings request too (as in its digest): compare names them.
 #: 108: a Bedrock Converse request to Amazon Nova reads its ``topK`` (in ``additionalModelRequestFields.inferenceConfig``)
 #: as requests.top_k (it was left out).
-DECODE_VERSION = 108
+#: 109: a cut (response_not_kept) Bedrock ``/converse-stream`` answer's usage and stop reason are read from the
+#: whole frames of its kept tail (they were never read: its output tokens uncounted).
+DECODE_VERSION = 109

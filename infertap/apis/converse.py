@@ -289,11 +289,12 @@ def _delta(delta: dict[str, Any], at: int) -> Delta:
     return d
 
 
-def stream_events(pieces: list[bytes]) -> tuple[list[Event], Framed]:
+def stream_events(pieces: list[bytes], framed: Framed | None = None) -> tuple[list[Event], Framed]:
     """A ``/converse-stream`` body's events, each ``{eventType: payload}`` as AWS's SDKs hand them
     (an exception message ``{"exception": {"type", ...payload}}``; an event whose payload is not a
-    JSON object has no object, read as an unparsed payload), and its framing (what was cut)."""
-    framed = read_messages(pieces)
+    JSON object has no object, read as an unparsed payload), and its framing (what was cut).
+    ``framed``: its messages already read (a cut answer's kept tail's), ``pieces`` then unread."""
+    framed = read_messages(pieces) if framed is None else framed
     events = []
     for message in framed.messages:
         data = message.payload.decode("utf-8", errors="replace")

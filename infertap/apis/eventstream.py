@@ -80,6 +80,21 @@ def read_messages(pieces: list[bytes]) -> Framed:
     return Framed(out)
 
 
+def messages_after(tail: bytes) -> Framed:
+    """The whole messages of a body's ``tail`` that starts mid-message (a cut answer's kept end): read
+    from the first offset where a whole message checks (both its CRCs, so a prelude's bytes met inside
+    a payload by chance are not taken for one); none where no whole message does."""
+    for pos in range(max(len(tail) - PRELUDE - TRAILER + 1, 0)):
+        try:
+            size = _checked_size(tail, pos)
+        except _Bad:
+            continue
+        message = tail[pos : pos + size]
+        if len(message) == size and zlib.crc32(message[:-TRAILER]) == struct.unpack_from(">I", message, size - TRAILER)[0]:
+            return read_messages([tail[pos:]])
+    return Framed([])
+
+
 def _checked_size(body: bytes, pos: int) -> int:
     """The total length of the message whose whole prelude is at ``pos``, once it checks; ``_Bad``
     where it does not."""

@@ -21,15 +21,19 @@ from typing import Any
 
 from .body import decoding, encoded, ended_payloads, framing, head_of
 from .completed_tail import CompletedEnd, completed_end
+from .converse import stream_events
+from .eventstream import messages_after, read_messages
 from .kept_choices import asked_choices, kept_choices
 from .read import (
     _NOTHING,
     CHAT,
     COMPLETIONS,
+    CONVERSE_STREAM,
     MESSAGES,
     OLLAMA_CHAT,
     RESPONSES,
     _by_path,
+    _eventstream,
     _loads,
     api_for,
     fold,
@@ -115,8 +119,9 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
     """The usage and final finish reason in a cut (``response_not_kept``) answer's ``response_tail``,
     of every API its adapter reads: chat's usage chunk and last finish_reason, Messages'
     message_delta (usage, stop_reason) with the prompt's usage of the message_start the head begins
-    with, Responses' response.completed (usage, status). The tail
-    starts mid-event: only the whole events after its first boundary are read. Where the head and
+    with, Responses' response.completed (usage, status), Bedrock ``/converse-stream``'s metadata and
+    messageStop. The tail starts mid-event: only the whole events after its first boundary are read
+    (of AWS's binary framing, the first whole message that checks). Where the head and
     the tail together are the whole body (it passed the limit by less than the tail), the body is
     read whole, a JSON document too; a JSON document's end alone is not read (its usage can't be
     told from a nested one without its start). None where the tail holds neither."""
@@ -127,6 +132,8 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
     how = framing(record, head_of(chunks))
     api = _by_path(record.get("path")) or api_for(record.get("path"), request_json(record))
     contiguous = sum(map(len, chunks)) + len(tail) == record.get("response_body_size")
+    if api is CONVERSE_STREAM and _eventstream(record):
+        return _converse_tail(chunks, tail, contiguous)
     if contiguous:
         pieces = [*chunks, tail]  # contiguous: nothing between the head and the tail
     elif how == "json":
@@ -170,6 +177,18 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
     if api in (CHAT, OLLAMA_CHAT) and finish == "stop" and not out.tool_calls and not contiguous and _may_call(record):
         finish = None  # its calls, if any, came before the tail: stop or tool_calls (Chat.finish, OllamaChat.finish)
     return TailUsage(usage, out.prompt_tokens, out.cached_tokens, out.output_tokens, finish, out.finish_reason_raw, choices)
+
+
+def _converse_tail(chunks: list[bytes], tail: bytes, contiguous: bool) -> TailUsage | None:
+    """A cut ``/converse-stream`` answer's usage (its ``metadata`` event) and stop reason (its
+    ``messageStop``), of the whole messages in its tail: AWS's binary framing has no separator to
+    start at, so the tail is read from the first whole message that checks (``messages_after``)."""
+    framed = read_messages([*chunks, tail]) if contiguous else messages_after(tail)
+    events, _ = stream_events([], framed)
+    out = fold(CONVERSE_STREAM, events, "eventstream")
+    if out.usage is None and out.finish_reason_raw is None:
+        return None
+    return TailUsage(out.usage, out.prompt_tokens, out.cached_tokens, out.output_tokens, out.finish_reason, out.finish_reason_raw)
 
 
 def _head(api: Api, record: Mapping[str, Any], chunks: list[bytes], how: str) -> Output:

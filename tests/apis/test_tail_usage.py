@@ -355,3 +355,39 @@ def test_a_cut_chat_answer_that_says_stop_of_a_call_finishes_as_its_whole_answer
     assert cut is not None and (cut.finish_reason, cut.finish_reason_raw, cut.output_tokens) == (None, "stop", 900)
     whole, cut = _whole_and_cut("/v1/chat/completions", tools, _chat_stream("w ", '"' + "P" * 70000 + '"', "tool_calls"))
     assert cut is not None and (cut.finish_reason, whole.finish_reason) == ("tool_calls", "tool_calls")  # said outright
+
+
+def test_a_cut_converse_streams_usage_and_stop_reason_are_read_from_its_tail_s_whole_messages() -> None:
+    """A ``/converse-stream`` answer past the limit: its binary frames have no separator, so its tail is
+    read from the first whole message there; its usage and stop reason are the whole answer's, a
+    tool use's and a length's differ, and a tail holding neither says nothing."""
+    from infertap.capture.records import RESPONSE_TAIL_BYTES
+    from tests.eventstream_frames import EVENTSTREAM, answer_frames
+
+    headers = [["content-type", EVENTSTREAM]]
+    request = {"messages": [{"role": "user", "content": [{"text": "q"}]}]}
+    path = "/model/amazon.nova-lite-v1%3A0/converse-stream"
+    got = {}
+    for stop in ("tool_use", "max_tokens"):
+        body = b"".join(answer_frames(*(["w " * 50] * 2000), stop=stop))
+        whole, cut = _whole_and_cut(path, request, body, headers=headers)
+        assert whole.output_tokens == 2000 and whole.finish_reason_raw == stop
+        assert cut is not None and (cut.prompt_tokens, cut.output_tokens, cut.finish_reason, cut.finish_reason_raw) == (
+            whole.prompt_tokens,
+            whole.output_tokens,
+            whole.finish_reason,
+            whole.finish_reason_raw,
+        )
+        assert cut.usage == whole.usage
+        got[stop] = cut.finish_reason
+    assert got == {"tool_use": "tool_calls", "max_tokens": "length"}
+    # Head and tail together the whole body: read whole. A tail of text deltas alone: nothing.
+    body = b"".join(answer_frames("a", "b"))
+    contiguous = {
+        **_cut(path, body[:50], body[50:], size=len(body), headers=headers),
+        "request_body": json.dumps(request).encode(),
+    }
+    assert (found := tail_usage(contiguous)) is not None and (found.output_tokens, found.finish_reason) == (2, "stop")
+    words = b"".join(answer_frames(*(["w " * 50] * 2000)))[: -(RESPONSE_TAIL_BYTES // 2)]
+    no_end = {**_cut(path, words[:4096], words[-RESPONSE_TAIL_BYTES:], size=len(words) + 999, headers=headers), "request_body": json.dumps(request).encode()}  # fmt: skip
+    assert tail_usage(no_end) is None
