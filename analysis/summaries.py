@@ -151,7 +151,8 @@ BATCH_BYTES = 8 << 20
 #: 84: a Bedrock Converse tool use of type server_tool_use is a call Bedrock ran (``server``), no client call.
 #: 85: a request Bedrock's Converse refused (a JSON ``{"message"}``) reads as that error, not unreadable.
 #: 86: an image, video or speech answer's output as digests of what it made (media_output), compared byte for byte.
-SUMMARY_VERSION = 86
+#: 87: a /converse-stream reasoning block sent redacted across several deltas counts as one encrypted block, not one per delta.
+SUMMARY_VERSION = 87
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -267,7 +267,7 @@ def _stop_sequence(obj: dict[str, Any]) -> str | None:
 
 def _delta(delta: dict[str, Any], at: int) -> Delta:
     """A ``contentBlockDelta``'s text, a tool use's input text (its call's ``at``) or reasoning: its
-    text; reasoning sent redacted (``redactedContent``) counted as encrypted; a signature no words; a
+    text; reasoning sent redacted (``redactedContent``) counted as encrypted (once per block: ``fold``); a signature no words; a
     source the text cites (``citation``) among the citations; any other (an image's, a tool result's)
     kept whole (``Delta.unread``), so that two answers differing there differ."""
     d = Delta(known=True)

@@ -394,6 +394,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     durations: dict[str, Any] | None = None
     others: dict[int, list[Delta]] = {}
     encrypted = 0
+    sealed: set[int] = set()  # the blocks counted encrypted: one block's pieces (Converse's deltas) count once
     raw = False  # some reasoning of its own tokens, not only a summary
     restated: Delta | None = None
     blocks: dict[int, list[Any]] = {}  # a streamed answer's blocks (items) by index: [type, characters, cited]
@@ -451,7 +452,11 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
                     other.content, said, grew = new_text(other.content, *choices_so_far.get(k, ("", False)))
                     choices_so_far[k] = (said, grew)
                 others.setdefault(k, []).append(other)
-        encrypted += d.encrypted
+        if d.encrypted and d.block is not None:
+            encrypted += d.block not in sealed
+            sealed.add(d.block)
+        else:
+            encrypted += d.encrypted
         restated = d.restated or restated
         if d.block is not None:
             _place(blocks, unread, d.block, d)

@@ -483,3 +483,26 @@ def test_a_request_bedrock_refused_is_its_error(tmp_path: Path) -> None:
     assert compare(a, b, top=1)["divergence"]["counts"].get("exact", 0) == 0
     a, b = pair_captures(tmp_path / "same", {"x": (*refused, refused[1])})
     assert compare(a, b, top=1)["divergence"]["exact_match_rate"] == 1
+
+
+def _redacted_block(i: int, *pieces: str) -> list[bytes]:
+    """A reasoning block sent redacted, its blob in ``pieces`` (one ``contentBlockDelta`` each)."""
+    return [
+        *(
+            event_frame("contentBlockDelta", {"contentBlockIndex": i, "delta": {"reasoningContent": {"redactedContent": p}}})
+            for p in pieces
+        ),
+        event_frame("contentBlockStop", {"contentBlockIndex": i}),
+    ]
+
+
+def test_a_redacted_reasoning_block_split_across_deltas_counts_once() -> None:
+    """One ``contentBlockIndex`` is one block, whatever number of deltas carry its blob: one block in
+    three pieces counts as one in one piece does (and as a whole answer's block), two blocks as two."""
+
+    def count(*blocks: list[bytes]) -> int:
+        return read_response(_record(_blocks(*blocks, _text_block(len(blocks), "4")))).encrypted_reasoning
+
+    split, whole = count(_redacted_block(0, "c2Vj", "cmV0", "IQ==")), count(_redacted_block(0, "c2VjcmV0IQ=="))
+    assert split == whole == 1
+    assert count(_redacted_block(0, "c2Vj", "cmV0"), _redacted_block(1, "b3RoZXI=", "IQ==")) == 2
