@@ -34,7 +34,7 @@ from .compare_load import concurrency, concurrency_note
 from .compare_model_load import model_load
 from .compare_outcomes import outcomes
 from .compare_traffic import traffic
-from .configdiff import input_changes, settings_diff, several_configurations, snapshot_diff
+from .configdiff import input_changes, served, settings_diff, several_configurations, snapshot_diff
 from .energy import Telemetry
 from .errors import AnalysisError, QueryError
 from .extract import grader
@@ -528,6 +528,7 @@ def _compare(
             "engine_state": engine_state_diff(a.engine_state, b.engine_state),
             "prompts": _prompts(ws, a, b, pairs, why),
             "input_changes": input_changes(diverged["counts"]),
+            "served": served(diverged["counts"]),
         }
         result["speed"] = speed_rows
         result["energy"] = energy(a, b)

@@ -247,6 +247,16 @@ def prompt_diff(
     return out
 
 
+def served(counts: Mapping[str, int]) -> dict[str, int] | None:
+    """How many exchanges of each side said how the server served them beyond their words (Bedrock's
+    ``trace``: a guardrail's assessment, the model a prompt router chose; ``performanceConfig``: the
+    latency tier; a model's other ``additionalModelResponseFields``), and in how many pairs that
+    differs, from the divergence's counts: answers in the same words served otherwise are not the
+    same run. None where no side said any."""
+    a, b, differ = (counts.get(k, 0) for k in ("served_a", "served_b", "served_differ"))
+    return {"a": a, "b": b, "pairs_differ": differ} if a or b else None
+
+
 def input_changes(counts: Mapping[str, int]) -> dict[str, int] | None:
     """How many exchanges of each side had their input changed by the API before the model read it
     (Anthropic's context edits applied, thinking blocks dropped; the tools an MCP server listed to the

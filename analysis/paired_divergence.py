@@ -767,6 +767,14 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
     if sa.input_changes != sb.input_changes:
         counts["input_changes_differ"] += 1
         item["input_changes"] = [sa.input_changes, sb.input_changes]
+    # How the server served the answer (Bedrock's trace, latency tier): a config or outcome fact, not the answer.
+    if sa.served is not None:
+        counts["served_a"] += 1
+    if sb.served is not None:
+        counts["served_b"] += 1
+    if sa.served != sb.served:
+        counts["served_differ"] += 1
+        item["served"] = [sa.served, sb.served]
     if sa.citations != sb.citations:
         counts["citations_differ"] += 1
     if sa.tool_results or sb.tool_results:

@@ -152,7 +152,8 @@ BATCH_BYTES = 8 << 20
 #: 85: a request Bedrock's Converse refused (a JSON ``{"message"}``) reads as that error, not unreadable.
 #: 86: an image, video or speech answer's output as digests of what it made (media_output), compared byte for byte.
 #: 87: a /converse-stream reasoning block sent redacted across several deltas counts as one encrypted block, not one per delta.
-SUMMARY_VERSION = 87
+#: 88: how a Bedrock Converse answer was served (its trace, performanceConfig, other additionalModelResponseFields): "served".
+SUMMARY_VERSION = 88
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -226,6 +227,7 @@ class Summary:
     matched_stop: str | None  # SGLang's matched_stop as JSON where the answer carried it (Output.matched_stop)
     stop_details: str | None  # Anthropic's stop_details: a refusal's category (Output.stop_details)
     input_changes: str | None  # what the API did to the input before the model read it (Output.input_changes)
+    served: str | None  # how the server served the answer beyond its words: Bedrock's trace... (Output.served)
     encrypted_reasoning: int  # blocks of encrypted reasoning (Output.encrypted_reasoning)
     choices: list[dict[str, Any]]  # choices other than the first (n > 1), as Output.choices
     last_user: str | None  # the request's last user message (only read when references are given)
@@ -300,6 +302,7 @@ def summarize(record: dict[str, Any], *, last_user: bool = False, vectors: list[
         matched_stop=out.matched_stop,
         stop_details=out.stop_details,
         input_changes=out.input_changes,
+        served=out.served,
         encrypted_reasoning=out.encrypted_reasoning,
         choices=out.choices,
         last_user=read_request(record).last_user if last_user else None,

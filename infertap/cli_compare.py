@@ -317,6 +317,13 @@ def _print_configuration(console: Console, r: dict[str, Any]) -> None:
             f"differs in {counted(changed['pairs_differ'], 'pair')}",
             "yellow" if changed["pairs_differ"] else None,
         )
+    if said := cfg.get("served"):
+        _say(
+            console,
+            f"served as (Bedrock trace, performanceConfig, model response fields): A {counted(said['a'], 'exchange')}, "
+            f"B {counted(said['b'], 'exchange')}; differs in {counted(said['pairs_differ'], 'pair')}",
+            "yellow" if said["pairs_differ"] else None,
+        )
 
 
 def _print_snapshots(console: Console, snapshots: list[dict[str, Any]], last: bool = False) -> None:
@@ -475,6 +482,7 @@ _BESIDES = (
     ("matched_stop", "matched stop (SGLang)"),
     ("stop_details", "stop details"),
     ("input_changes", "input changed by the API"),
+    ("served", "served as (trace, performance tier)"),
     ("stream_done", "end marker"),
     ("encrypted_reasoning", "encrypted reasoning blocks"),
     ("choices", "choices"),

@@ -156,6 +156,7 @@ class Converse(Api):
         d.layout, d.citations, d.others = layout, sources, others
         d.finish_reason = obj.get("stopReason") if isinstance(obj.get("stopReason"), str) else None
         d.stop_sequence = _stop_sequence(obj)
+        d.served = served(obj)
         usage = as_dict(obj.get("usage"))
         d.usage = {k: v for k, v in usage.items() if as_int(v) is not None} or None
         d.timings = _metrics(obj)
@@ -230,10 +231,15 @@ class ConverseStream(Converse):
             return Delta(known=True, tool_calls=[part], block=at, opened="toolUse")
         if kind == "messageStop":
             stop = payload.get("stopReason")
-            return Delta(known=True, finish_reason=stop if isinstance(stop, str) else None, stop_sequence=_stop_sequence(payload))
+            return Delta(
+                known=True,
+                finish_reason=stop if isinstance(stop, str) else None,
+                stop_sequence=_stop_sequence(payload),
+                served=served(payload),
+            )
         if kind == "metadata":
             usage = {k: v for k, v in as_dict(payload.get("usage")).items() if as_int(v) is not None}
-            return Delta(known=True, usage=usage or None, timings=_metrics(payload))
+            return Delta(known=True, usage=usage or None, timings=_metrics(payload), served=served(payload))
         if kind == "exception":
             said = payload.get("message")
             return Delta(known=True, error=f"{payload.get('type')}: {said if isinstance(said, str) else json.dumps(payload)}")
@@ -263,6 +269,37 @@ def _stop_sequence(obj: dict[str, Any]) -> str | None:
     fields = as_dict(obj.get("additionalModelResponseFields"))
     said = fields.get("stop_sequence", as_dict(fields.get("delta")).get("stop_sequence"))
     return said if isinstance(said, str) else None
+
+
+#: Where a Converse answer says how it was served, beyond its words: a guardrail's assessment and the
+#: model a prompt router chose (``trace``), the latency tier (``performanceConfig``), a model's own
+#: response fields (``additionalModelResponseFields``, past the stop sequence read on its own).
+_SERVED = ("additionalModelResponseFields", "trace", "performanceConfig")
+
+
+def served(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """How an answer (a ``messageStop`` or ``metadata`` event, a whole answer) says it was served
+    (``_SERVED``), less its timings (a guardrail's ``guardrailProcessingLatency``: new every request)
+    and the stop sequence (``stop_sequence``, compared as such); None where it says nothing else."""
+    found = {key: _timeless(obj[key]) for key in _SERVED if obj.get(key) is not None}
+    fields = as_dict(found.get("additionalModelResponseFields"))
+    if fields:
+        fields = {k: v for k, v in fields.items() if k != "stop_sequence"}
+        delta = {k: v for k, v in as_dict(fields.get("delta")).items() if k != "stop_sequence"}
+        fields = {**fields, "delta": delta} if delta else {k: v for k, v in fields.items() if k != "delta"}
+        found["additionalModelResponseFields"] = fields
+    found = {k: v for k, v in found.items() if v not in ({}, [])}
+    return found or None
+
+
+def _timeless(value: Any) -> Any:
+    """``value`` without the members that time it (a name holding ``Latency``, ``latencyMs``), which
+    differ on every request; ``performanceConfig``'s ``latency`` (a tier: ``optimized``) is kept."""
+    if isinstance(value, dict):
+        return {k: _timeless(v) for k, v in value.items() if k == "latency" or "latency" not in k.lower()}
+    if isinstance(value, list):
+        return [_timeless(v) for v in value]
+    return value
 
 
 def _delta(delta: dict[str, Any], at: int) -> Delta:

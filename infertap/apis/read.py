@@ -36,6 +36,7 @@ from .shapes import (
     Turn,
     as_int,
     call_places,
+    canonical_arguments,
     canonical_citation,
     canonical_result,
     error_of,
@@ -394,6 +395,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     durations: dict[str, Any] | None = None
     others: dict[int, list[Delta]] = {}
     encrypted = 0
+    served: dict[str, Any] = {}  # how the answer was served (Converse's trace...), merged over the events
     sealed: set[int] = set()  # the blocks counted encrypted: one block's pieces (Converse's deltas) count once
     raw = False  # some reasoning of its own tokens, not only a summary
     restated: Delta | None = None
@@ -444,6 +446,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             stop_details = d.stop_details
         if d.input_changes is not None:
             out.input_changes = d.input_changes
+        if d.served:
+            served = {**served, **d.served}
         if d.listed:
             listed.extend(d.listed)
         if d.choices:
@@ -519,6 +523,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         out.prompt_tokens, out.cached_tokens, out.output_tokens = api.counts(usage)
     out.token_ids = ids or None
     out.stop_sequence, out.stop_reason, out.stop_details, out.encrypted_reasoning = stop, stop_reason, stop_details, encrypted
+    out.served = canonical_arguments(served) if served else None
     out.matched_stop = matched
     if not events and out.error is None:
         out.error = "empty body"

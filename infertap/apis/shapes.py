@@ -89,6 +89,7 @@ class Delta:
     matched_stop: str | None = None  # SGLang's ``matched_stop`` as JSON where the choice carries it (``Output.matched_stop``)
     stop_details: str | None = None  # Anthropic's ``stop_details`` (``Output.stop_details``)
     input_changes: str | None = None  # what the API did to the input before the model read it (``Output.input_changes``)
+    served: dict[str, Any] | None = None  # how the server served the answer, beyond its words (``Output.served``)
     listed: Sequence[Any] = ()  # MCP servers' tool listings (Responses): (item key, output index, listing)
     encrypted: int = 0  # reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): counted
     choices: dict[int, Delta] | None = None  # what choices other than the first say (n > 1), by index
@@ -205,6 +206,11 @@ class Output:
     # MCP server listed to the Responses API, ``mcp_list_tools``), as canonical JSON; None where it
     # changed nothing: the same request is not the same effective input.
     input_changes: str | None = None
+    # How the server served the answer, beyond its words and its ending: Bedrock's ``trace`` (a
+    # guardrail's assessment, the model a prompt router chose), ``performanceConfig`` (its latency
+    # tier) and a model's other ``additionalModelResponseFields``, as canonical JSON less timings; None
+    # where it said none. A config or outcome fact: compare counts the pairs it differs in apart.
+    served: str | None = None
     encrypted_reasoning: int = (
         0  # blocks of reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): only counted
     )

@@ -110,3 +110,21 @@ def test_whole_answers_differing_in_a_source_cited_a_block_s_place_or_an_unread_
     a, b = pair_captures(tmp_path / "same", same)
     d = compare(a, b, top=len(same))["divergence"]
     assert d["exact_match_rate"] == 1 and sum(r["read_both"] for r in d["readable"].values()) == len(same)
+
+
+def test_whole_answers_served_otherwise_are_said_to_differ_in_config_and_the_same_match(tmp_path: Path) -> None:
+    """A whole answer's ``trace``, ``performanceConfig`` and other ``additionalModelResponseFields``
+    are how it was served: another tier differs (in config, not in words); the same, its guardrail's
+    processing latency new on every request, matches."""
+
+    def served(tier: str, latency: int = 9) -> list[bytes]:
+        said = json.loads(_answer({"text": "42"})[0])
+        guard = {"invocationMetrics": {"guardrailProcessingLatency": latency}, "actionReason": "No action."}
+        more = {"performanceConfig": {"latency": tier}, "trace": {"guardrail": guard}}
+        return [json.dumps({**said, **more, "additionalModelResponseFields": {"stop_sequence": None}}).encode()]
+
+    for name, b_tier, differ in (("differ", "optimized", 1), ("same", "standard", 0)):
+        a, b = pair_captures(tmp_path / name, {"x": (_WHOLE, served("standard"), served(b_tier, latency=31))})
+        result = compare(a, b, top=1)
+        assert result["config"]["served"] == {"a": 1, "b": 1, "pairs_differ": differ}, (name, result["config"]["served"])
+        assert result["divergence"]["exact_match_rate"] == 1

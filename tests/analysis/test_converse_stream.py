@@ -506,3 +506,51 @@ def test_a_redacted_reasoning_block_split_across_deltas_counts_once() -> None:
     split, whole = count(_redacted_block(0, "c2Vj", "cmV0", "IQ==")), count(_redacted_block(0, "c2VjcmV0IQ=="))
     assert split == whole == 1
     assert count(_redacted_block(0, "c2Vj", "cmV0"), _redacted_block(1, "b3RoZXI=", "IQ==")) == 2
+
+
+def _served_frames(stop_fields: dict[str, Any] | None, metadata: dict[str, Any]) -> list[bytes]:
+    """A whole answer "42" whose messageStop carries ``stop_fields`` (additionalModelResponseFields)
+    and whose metadata event carries ``metadata`` (trace, performanceConfig) beside its usage."""
+    stop = {"stopReason": "end_turn", **({"additionalModelResponseFields": stop_fields} if stop_fields else {})}
+    usage = {"usage": {"inputTokens": 21, "outputTokens": 2, "totalTokens": 23}, "metrics": {"latencyMs": 90}}
+    return [
+        event_frame("messageStart", {"role": "assistant"}),
+        text_frame(0, "4"),
+        text_frame(0, "2"),
+        event_frame("contentBlockStop", {"contentBlockIndex": 0}),
+        event_frame("messageStop", stop),
+        event_frame("metadata", {**usage, **metadata}),
+    ]
+
+
+def _routed(model: str, latency: int = 12) -> dict[str, Any]:
+    guard = {"outputAssessments": {}, "invocationMetrics": {"guardrailProcessingLatency": latency}}
+    return {"trace": {"promptRouter": {"invokedModelId": model}, "guardrail": guard}}
+
+
+def test_answers_served_otherwise_are_said_to_differ_in_config_and_the_same_match(tmp_path: Path) -> None:
+    """The same words from another model a prompt router chose, another latency tier or another model
+    response field: compare's config says the pairs were served otherwise (the text still matches);
+    the same trace and fields, their timings new on every request, match. Whole answers as streamed."""
+    haiku, sonnet = "anthropic.claude-3-haiku-20240307-v1:0", "anthropic.claude-3-5-sonnet-20240620-v1:0"
+    standard, optimized = {"performanceConfig": {"latency": "standard"}}, {"performanceConfig": {"latency": "optimized"}}
+    differ = {
+        "router": (_STREAMED, _served_frames(None, _routed(haiku)), _served_frames(None, _routed(sonnet))),
+        "tier": (_STREAMED, _served_frames(None, standard), _served_frames(None, optimized)),
+        "field": (_STREAMED, _served_frames({"x": 1, "stop_sequence": None}, {}), _served_frames({"x": 2}, {})),
+        "one side": (_STREAMED, _served_frames(None, standard), _served_frames(None, {})),
+    }
+    a, b = pair_captures(tmp_path / "differ", differ)
+    result = compare(a, b, top=4)
+    assert result["config"]["served"] == {"a": 4, "b": 3, "pairs_differ": 4}, result["config"]["served"]
+    assert result["divergence"]["exact_match_rate"] == 1  # the words are the same: the difference is the config's
+    same = {
+        "router": (_STREAMED, _served_frames(None, _routed(haiku, 12)), _served_frames(None, _routed(haiku, 40))),
+        "tier": (_STREAMED, _served_frames(None, standard), _served_frames(None, standard)),
+        "field": (_STREAMED, _served_frames({"x": 1}, {}), _served_frames({"x": 1, "stop_sequence": None}, {})),
+        "stop sequence alone": (_STREAMED, _served_frames({"stop_sequence": None}, {}), _served_frames(None, {})),
+    }
+    a, b = pair_captures(tmp_path / "same", same)
+    result = compare(a, b, top=4)
+    assert result["config"]["served"] == {"a": 3, "b": 3, "pairs_differ": 0}, result["config"]["served"]
+    assert result["divergence"]["exact_match_rate"] == 1
