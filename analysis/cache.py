@@ -30,6 +30,7 @@ from infertap.spawning import workers_can_start
 from .decode_version import DECODE_VERSION
 from .decoding import (
     carried,
+    cut_requests_warning,
     decode_capture,
     decode_pool,
     mislabelled_warning,
@@ -118,6 +119,12 @@ class CachedCapture:
         """Said where request bodies are plain JSON under a content-encoding they aren't in."""
         n = self.meta.get("mislabelled_requests")
         return mislabelled_warning(self.capture, n) if n else None
+
+    @property
+    def cut_requests(self) -> str | None:
+        """Said where compressed request bodies were recorded cut short inside their stream."""
+        n = self.meta.get("cut_requests")
+        return cut_requests_warning(self.capture, n) if n else None
 
     def private(self) -> bool:
         """Whether the entry and the folders above it, up to the cache root, are this user's and

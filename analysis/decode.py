@@ -36,11 +36,11 @@ from infertap.apis import (
     turns_of,
     with_tail_usage,
 )
-from infertap.apis.body import mislabelled
+from infertap.apis.body import mislabelled, plain_request
 from infertap.apis.chat_request import ChatRequests
 from infertap.apis.chat_stream import ChatStream, read_chat_stream
 from infertap.apis.converse import LATENCY_SOURCE, latency_ns
-from infertap.capture.identity import apart_kind, asked_headers, exchange_digest, generation_since_wl3, plain_body
+from infertap.capture.identity import apart_kind, asked_headers, exchange_digest, generation_since_wl3
 from infertap.capture.jsonable import jsonable
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import apart, delivered, recorded_session, request_body_unknown
@@ -351,6 +351,7 @@ class Decoder:
         self.seen: dict[str, int] = {}
         self.unattached = 0  # enrichments naming no exchange the capture holds, attached to none (enrichment_attached)
         self.mislabelled = 0  # request bodies of plain JSON under a content-encoding they aren't in (apis.body.mislabelled)
+        self.cut_requests = 0  # compressed request bodies recorded cut short inside their stream (apis.body.plain_request)
         # The capture's ids (``id_seen``; a part sees only its own), so that those carried twice are
         # known without a query over the exchanges table after the decode; ``twice`` is None once an
         # id is not a string (the table's text of it is what the query would compare).
@@ -425,7 +426,7 @@ class Decoder:
         body = rec.get("request_body") or b""
         # Its content-encoding undone once (zstd from the Codex CLI, gzip...): read, hashed and told
         # newer from these same bytes, never decompressed again.
-        plain = plain_body(rec)
+        plain, cut = plain_request(body, rec.get("request_headers"))
         fast = self.chat.read(rec)
         request, prefixes = fast if fast is not None else (read_request(rec, plain), None)
         wall_ns = self.run["wall_ns"]
@@ -434,6 +435,7 @@ class Decoder:
         sent_wall_ns = wall_ns + rec.get("sent_ns", 0)
         # read as JSON: said (decoding.mislabelled_warning)
         self.mislabelled += mislabelled(body, rec.get("request_headers"), plain)
+        self.cut_requests += cut  # read as far as it goes, never as the body sent: said (decoding.cut_requests_warning)
         # The media and embeddings requests' too (no text to time): the traffic's media and embeddings identities
         # hash them, their asked headers with them (compare names those that kept two apart).
         apart = bool(apart_kind(rec))
@@ -441,7 +443,7 @@ class Decoder:
         digest = exchange_digest(rec, None, plain) if request.generation or (apart and not request_body_unknown(rec)) else None
         newer = request.generation and generation_since_wl3(rec, plain)
         # The JSON as its API read it (a compressed body's decoded: SQL's body->>'$.field' reads it).
-        self._request_row(xid, request, plain, digest, _dump([list(h) for h in asked]) if asked else None, newer)
+        self._request_row(xid, request, plain, digest, _dump([list(h) for h in asked]) if asked else None, newer, cut)
         # The usual streamed chat answer in one pass (read_chat_stream), anything else through its adapter.
         stream = read_chat_stream(rec) if chunks else None
         if stream is not None:
@@ -633,7 +635,14 @@ class Decoder:
         )
 
     def _request_row(
-        self, xid: str | None, r: Request, body: bytes, digest: bytes | None, asked: str | None, newer: bool = False
+        self,
+        xid: str | None,
+        r: Request,
+        body: bytes,
+        digest: bytes | None,
+        asked: str | None,
+        newer: bool = False,
+        cut: bool = False,
     ) -> None:
         s = r.sampling
         self.sinks["requests"].add(
@@ -661,6 +670,7 @@ class Decoder:
                 digest,
                 asked,
                 newer,
+                cut,
             ),
             len(body),
         )
@@ -902,6 +912,7 @@ def decode_records(
         "rows": rows,
         "unattached_enrichments": decoder.unattached,  # a part's: its lead's alone (the others read none)
         "mislabelled_requests": decoder.mislabelled,  # a part's: of its own exchanges (``_in_parts`` sums them)
+        "cut_requests": decoder.cut_requests,  # as mislabelled_requests
     }
     return meta, decoder
 

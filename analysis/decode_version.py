@@ -155,4 +155,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: as requests.top_k (it was left out).
 #: 109: a cut (response_not_kept) Bedrock ``/converse-stream`` answer's usage and stop reason are read from the
 #: whole frames of its kept tail (they were never read: its output tokens uncounted).
-DECODE_VERSION = 109
+#: 110: requests.body_cut marks a compressed request body recorded cut short inside its encoding (a gzip
+#: trailer missing), counted in the meta (``cut_requests``) and said by stats and sql; before, silently read.
+DECODE_VERSION = 110

@@ -149,6 +149,15 @@ def unattached_warning(capture: str | os.PathLike[str], n: int) -> str:
     return f"{capture}: {unattached_words(n)}"
 
 
+def cut_requests_warning(capture: str | os.PathLike[str], n: int) -> str:
+    """Said where compressed request bodies were recorded cut short inside their stream (``requests.body_cut``)."""
+    return (
+        f"{capture}: {n} compressed request bod{'ies were' if n != 1 else 'y was'} recorded cut short inside "
+        f"{'their' if n != 1 else 'its'} Content-Encoding (a gzip trailer or the JSON's end missing): read as far as "
+        "the bytes go, never the body the client sent (requests.body_cut marks them); replay refuses to edit them"
+    )
+
+
 def mislabelled_warning(capture: str | os.PathLike[str], n: int) -> str:
     """Said where request bodies are plain JSON under a content-encoding they aren't in (``apis.body.mislabelled``)."""
     return (
@@ -218,6 +227,7 @@ def _in_parts(path: Path, out: Path, capture: str, k: int, sizes: dict[str, int]
             rows[name] = rows.get(name, 0) + n
     meta = {**results[0], "torn": torn, "closed_cleanly": reader.closed_cleanly, "rows": {n: rows[n] for n in TABLES}}
     meta["mislabelled_requests"] = sum(int(r.get("mislabelled_requests") or 0) for r in results)
+    meta["cut_requests"] = sum(int(r.get("cut_requests") or 0) for r in results)
     return meta, decoder
 
 

@@ -168,6 +168,8 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
         # A glob's matches that hold no capture: warned of on stderr, here so that a script sees them too.
         "left_out": [x.as_json() for x in analysis.left_out],
         "unsearched": (unsearched := unsearched_bodies(analysis)),
+        # Compressed request bodies recorded cut short inside their encoding (requests.body_cut): read as far as they go.
+        "cut_requests": analysis.query("SELECT count(*) FROM requests WHERE body_cut").rows[0][0],
         "warnings": [*live_warnings(captures), *filter(None, [unsearched_warning(unsearched)])],
     }
 

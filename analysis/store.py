@@ -178,10 +178,10 @@ class Analysis:
     def warnings(self) -> list[str]:
         """A glob's matches left out (no capture in them), torn tails (their data is used: this says
         where each capture was cut short), exchanges that repeat another's id (renamed in the tables),
-        and request bodies of plain JSON under a content-encoding they aren't in."""
+        request bodies of plain JSON under a content-encoding they aren't in, and compressed ones cut short."""
         return [
             *map(str, self.left_out),
-            *(t for c in self.captures for t in (*c.torn, *filter(None, [c.repeated, c.mislabelled]))),
+            *(t for c in self.captures for t in (*c.torn, *filter(None, [c.repeated, c.mislabelled, c.cut_requests]))),
         ]
 
     # -- queries ---------------------------------------------------------------------------------

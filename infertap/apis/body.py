@@ -158,13 +158,21 @@ def unencoded(body: bytes, headers: Iterable[Iterable[str]] | None) -> bytes:
     A reader of one exchange undoes it once and hands the result on (the ``plain`` arguments of
     ``read_request``, ``exchange_digest``, ``generation_since_wl3``, ``mislabelled``): a zstd body
     decompressed for each was most of a cold decode's time on Codex traffic (bench.compressed_requests)."""
+    return plain_request(body, headers)[0]
+
+
+def plain_request(body: bytes, headers: Iterable[Iterable[str]] | None) -> tuple[bytes, bool]:
+    """``unencoded``, and whether its bytes stop inside their content-encoding's stream (a gzip body
+    recorded without its trailer, or cut mid-JSON): what it holds reads as a request its client never
+    sent whole, which replay refuses to edit and the analysis says (``requests.body_cut``)."""
     encoding = body_encoding(headers) if body else None
     if encoding is None or encoding not in UNDONE:
-        return body
+        return body, False
     try:
-        return decoded_body(body, encoding)
+        decoded = decoded_request(body, encoding)
     except ValueError:
-        return body
+        return body, False
+    return decoded.data, not decoded.whole
 
 
 def undone(chunks: Sequence[bytes], encoding: str, limit: int) -> list[bytes]:
