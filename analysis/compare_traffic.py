@@ -290,7 +290,7 @@ def traffic_line(t: dict[str, Any]) -> str:
         reordered = all(t.get(f"same_{n}_requests", True) for n in APART)
         words = f"the same {' and '.join(differ)} sent in another order" if reordered else f"different {' or '.join(differ)}"
         if t.get("no_text"):
-            return f"traffic: NOT identical ({ids}): {t['how']}; the speed table below times no request (it is over text generation alone; their answers and e2e are said under it)"
+            return f"traffic: NOT identical ({ids}): {t['how']}; no speed table below (it is over text generation alone; their answers and e2e are said under Speed)"
         return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare the same text workload, beside {words}"
     if not t["only_a"] and not t["only_b"]:  # one multiset of requests, sent in another order
         return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare the same requests sent in another order"

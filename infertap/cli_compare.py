@@ -153,14 +153,12 @@ def print_comparison(r: dict[str, Any]) -> None:
     console = Console()
     _print_runs(console, r)
     _print_configuration(console, r)
-    _say(console, "\n2. Speed (paired exchanges that succeeded on both sides)", "bold")
-    _print_outcomes(console, r.get("outcomes"))
-    console.print(_speed_table(r["speed"]), markup=False)
-    _say(console, "times in ms; B/A: B's p50 over A's (95% CI); metric definitions: docs/metrics.md")
-    from infertap.analysis.ratios import MIN_INTERVAL_PAIRS
-
-    if any(0 < row["a"]["n"] < MIN_INTERVAL_PAIRS for row in r["speed"]):
-        _say(console, f"no interval below {MIN_INTERVAL_PAIRS} pairs: a resampled one would be narrower than 95%")
+    if (r.get("traffic") or {}).get("no_text"):
+        # Media or embeddings requests alone: a text speed table would time none ("answers A: 0 requests").
+        _say(console, "\n2. Speed (no text generation request on either side: the requests below, end to end)", "bold")
+    else:
+        _say(console, "\n2. Speed (paired exchanges that succeeded on both sides)", "bold")
+        _print_text_speed(console, r)
     from infertap.analysis.compare import speed_notes
     from infertap.analysis.compare_load import concurrency_line
 
@@ -198,6 +196,17 @@ def print_comparison(r: dict[str, Any]) -> None:
     if r.get("accuracy") is None and (graded := none_graded(r["divergence"]["counts"])):
         _say(console, graded)
     _print_most_divergent(console, r["divergence"]["most_divergent"])
+
+
+def _print_text_speed(console: Console, r: dict[str, Any]) -> None:
+    """The text generation requests' answers and their speed table, with how to read it."""
+    _print_outcomes(console, r.get("outcomes"))
+    console.print(_speed_table(r["speed"]), markup=False)
+    _say(console, "times in ms; B/A: B's p50 over A's (95% CI); metric definitions: docs/metrics.md")
+    from infertap.analysis.ratios import MIN_INTERVAL_PAIRS
+
+    if any(0 < row["a"]["n"] < MIN_INTERVAL_PAIRS for row in r["speed"]):
+        _say(console, f"no interval below {MIN_INTERVAL_PAIRS} pairs: a resampled one would be narrower than 95%")
 
 
 def _print_outcomes(console: Console, o: dict[str, Any] | None) -> None:

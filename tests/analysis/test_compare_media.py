@@ -106,6 +106,8 @@ def test_two_runs_of_media_requests_alone_compare_traffic_speed_and_outputs(tmp_
     assert "speech outputs: 1 pairs of speech answers, 1 compared: 0 byte-identical, 1 differ" in said
     assert "image generation requests (no text tokens: e2e only): A: 2 requests, 2 ok; B: 2 requests, 2 ok; e2e p50" in said
     assert "no API's answer" not in said
+    # No text generation request on either side: no empty text speed table above their own lines.
+    assert "answers A:" not in said and "times in ms" not in said and "2. Speed (no text generation request" in said
     # The report says what compare prints of them.
     page = render(tmp_path / "a", tmp_path / "b")
     lines = [text for text, _ in media_notes(r["divergence"]) + apart_lines(r["apart_speed"])]

@@ -187,8 +187,8 @@ def test_compare_of_embeddings_alone_says_no_text_request_was_sent(tmp_path, mon
     ids = f"A {t['a']['short']}, B {t['b']['short']}"
     assert traffic_line(t) == (
         f"traffic: NOT identical ({ids}): no text generation request on either side; the embeddings requests differ: "
-        "A's 2, B's 2, 1 of A's not in B, 1 of B's not in A; the speed table below times no request "
-        "(it is over text generation alone; their answers and e2e are said under it)"
+        "A's 2, B's 2, 1 of A's not in B, 1 of B's not in A; no speed table below "
+        "(it is over text generation alone; their answers and e2e are said under Speed)"
     )
     assert not t["identical"] and t["text_identical"] and t["no_text"]
     assert "text generation requests are identical" not in t["how"]
@@ -208,3 +208,8 @@ def test_compare_of_embeddings_alone_says_no_text_request_was_sent(tmp_path, mon
     out = CliRunner().invoke(cli, ["compare", str(tmp_path / "two"), str(tmp_path / "owl")], env={"COLUMNS": "400"})
     assert out.exit_code == 0, out.output
     assert "no text generation request on either side" in out.output and "B/A compares the same text" not in out.output
+    assert "answers A:" not in out.output and "times in ms" not in out.output  # no text speed table timing none
+    # Must keep it: one side sent a text request, whose speed the table is of.
+    out = CliRunner().invoke(cli, ["compare", str(tmp_path / "two"), str(tmp_path / "chat")], env={"COLUMNS": "400"})
+    assert out.exit_code == 0, out.output
+    assert "answers A: 0 requests" in " ".join(out.output.split()) and "times in ms" in out.output
