@@ -157,4 +157,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: whole frames of its kept tail (they were never read: its output tokens uncounted).
 #: 110: requests.body_cut marks a compressed request body recorded cut short inside its encoding (a gzip
 #: trailer missing), counted in the meta (``cut_requests``) and said by stats and sql; before, silently read.
-DECODE_VERSION = 110
+#: 111: a /generate body holding both TGI's inputs and SGLang's text/input_ids reads as the server its answer
+#: names (its prompt and settings that server's), else api generate-ambiguous; before, TGI's by guess.
+DECODE_VERSION = 111

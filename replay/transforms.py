@@ -248,6 +248,12 @@ class Transforms:
         api = api_for(path, body) if path is not None else None
         if api is not None and api.settings_place is not None:
             return self._apply_placed(api, body, pinned, target_kind, left_out)
+        if api is not None and api.name == "generate-ambiguous" and (pinned or self.set_values or self.unset):
+            raise TransformError(
+                "this /generate body holds both SGLang's text/input_ids and TGI's inputs: which server reads it, and "
+                "so where its settings go (sampling_params or parameters), is unknown; replay it without --set, "
+                "--unset or --pin-defaults, or leave it out (--filter)"
+            )
         ollama = api is not None and api.name in _OPTIONS_APIS
         where = _in_options if ollama else _as_given
         if ollama and "options" in body and body["options"] is None and self._fills_options(pinned):

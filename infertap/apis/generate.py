@@ -1,7 +1,9 @@
 """SGLang's and text-generation-inference's (TGI) native ``/generate`` routes.
 
 Both take a raw prompt, no conversation; one path, two shapes (``read.api_for`` tells them apart by
-the body: TGI sends ``inputs``, SGLang ``text`` or ``input_ids``).
+the body: TGI sends ``inputs``, SGLang ``text`` or ``input_ids``). A body holding both is either
+server's (each ignores the other's fields): ``AmbiguousGenerate`` until its answer says which server
+read it (``read.read_request``), never a guess from the body.
 
 - SGLang ``/generate``: ``{"text" | "input_ids", "sampling_params": {...}, "stream"}``, answered
   ``{"text", "meta_info": {"prompt_tokens", "completion_tokens", "cached_tokens", "finish_reason":
@@ -205,3 +207,28 @@ class TgiGenerateStream(TgiGenerate):
 
     def streams(self, body: dict[str, Any]) -> bool:
         return True
+
+
+class AmbiguousGenerate(Api):
+    """A ``/generate`` body holding both TGI's ``inputs`` and SGLang's ``text`` or ``input_ids``: SGLang
+    reads the one, TGI the other, each ignoring the rest, so the body can't say which prompt and which
+    settings (``sampling_params`` or ``parameters``) the model read. A generation request all the same;
+    its prompt and settings unknown here, and no place to put a replay's settings in, until its answer
+    names the server (``read.read_request``; ``read_response`` reads the answer by its own shape)."""
+
+    name = "generate-ambiguous"
+    inputs: ClassVar[tuple[str, ...]] = (*SglangGenerate.inputs, *TgiGenerate.inputs)
+
+    def event(self, obj: dict[str, Any]) -> Delta:
+        return Delta()  # the answer is read as the API its shape is (``read.sniff``)
+
+    def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
+        return (), None, None
+
+    def sampling(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+
+def ambiguous(body: dict[str, Any]) -> bool:
+    """Whether a ``/generate`` body holds both servers' prompts (``AmbiguousGenerate``)."""
+    return any(k in body for k in TgiGenerate.inputs) and any(k in body for k in SglangGenerate.inputs)

@@ -17,7 +17,7 @@ from typing import Any
 from .body import NOT_IN_FILE, NOT_KEPT, decoding, ended_payloads, framing, head_of, header, invalid_utf8, unencoded
 from .converse import CUT, NOT_JSON, Converse, ConverseStream, stream_ended, stream_events
 from .fastjson import loads, loads_exact
-from .generate import SglangGenerate, TgiGenerate, TgiGenerateStream, batch_answers
+from .generate import AmbiguousGenerate, SglangGenerate, TgiGenerate, TgiGenerateStream, ambiguous, batch_answers
 from .llamacpp import LlamaCpp
 from .media import media_kind
 from .messages import Messages
@@ -48,6 +48,7 @@ from .shapes import (
 CHAT, COMPLETIONS, RESPONSES, MESSAGES = Chat(), Completions(), Responses(), Messages()
 OLLAMA_CHAT, OLLAMA_GENERATE, LLAMACPP = OllamaChat(), OllamaGenerate(), LlamaCpp()
 SGLANG_GENERATE, TGI_GENERATE, TGI_STREAM = SglangGenerate(), TgiGenerate(), TgiGenerateStream()
+AMBIGUOUS_GENERATE = AmbiguousGenerate()
 CONVERSE, CONVERSE_STREAM = Converse(), ConverseStream()
 UNKNOWN = Api()
 APIS: dict[str, Api] = {
@@ -63,6 +64,7 @@ APIS: dict[str, Api] = {
         SGLANG_GENERATE,
         TGI_GENERATE,
         TGI_STREAM,
+        AMBIGUOUS_GENERATE,
         CONVERSE,
         CONVERSE_STREAM,
     )
@@ -88,6 +90,7 @@ _BY_PATH: tuple[tuple[str, Api], ...] = (
 # SGLang's and TGI's native route: one path, told apart by the body (``api_for``).
 _GENERATE = "/generate"
 _GENERATE_APIS = (TGI_GENERATE, SGLANG_GENERATE)
+_GENERATE_BY_NAME = {a.name: a for a in _GENERATE_APIS}
 # What a request for tokens carries, in one API or another (a chat body sent to /completions is
 # still a request for tokens, one the engine will refuse).
 _INPUTS = ("messages", "prompt", "input")
@@ -118,8 +121,11 @@ def api_for(path: str | None, body: Any = None) -> Api:
         return api
     route = (path or "").split("?", 1)[0].rstrip("/")
     if isinstance(body, dict):
-        # TGI's body holds ``inputs``, SGLang's ``text`` or ``input_ids``; a body of neither (vLLM's
-        # old demo server's ``prompt``) is told by its shape as any other path's
+        # TGI's body holds ``inputs``, SGLang's ``text`` or ``input_ids``; one of both either's (its
+        # answer tells: read_request); a body of neither (vLLM's old demo server's ``prompt``) is told
+        # by its shape as any other path's
+        if body_apis(path) and ambiguous(body):
+            return AMBIGUOUS_GENERATE
         for api in body_apis(path):
             if asks_for_tokens(api, body):
                 return api
@@ -175,6 +181,8 @@ def read_request(record: Mapping[str, Any], plain: bytes | None = None) -> Reque
     api = api_for(record.get("path"), body)
     if body is None:
         return Request(api.name)
+    if api is AMBIGUOUS_GENERATE:  # the server said which it is by its answer's shape, where it answered
+        api = _GENERATE_BY_NAME.get(read_response(record, plain=plain).api, api)
     return request_of(api, body, asks_for_tokens(api, body), *api.turns(body), api.tools(body), path=record.get("path"))
 
 
@@ -236,7 +244,9 @@ def generation_since_wl3(record: Mapping[str, Any], plain: bytes | None = None) 
     if body is None:
         return False
     api = api_for(record.get("path"), body)
-    return api in (SGLANG_GENERATE, TGI_GENERATE) or (api is LLAMACPP and not any(key in body for key in _INPUTS))
+    return api in (SGLANG_GENERATE, TGI_GENERATE, AMBIGUOUS_GENERATE) or (
+        api is LLAMACPP and not any(key in body for key in _INPUTS)
+    )
 
 
 def not_in_file(record: Mapping[str, Any]) -> bool:

@@ -338,3 +338,45 @@ def test_a_batch_prompt_trimmed_at_its_stop_string_answers_its_last_text() -> No
     assert trimmed.text == "A b" and [c["text"] for c in trimmed.choices] == ["The cat"]
     grown = read_response(_batch_stream([(0, "A"), (1, "The"), (1, "The cat sa"), (0, "A b"), (1, "The cat sat")]))
     assert grown.text == "A b" and [c["text"] for c in grown.choices] == ["The cat sat"]
+
+
+def _both_record(chunks: list[bytes], ctype: str = _JSON) -> dict[str, Any]:
+    """A /generate body holding SGLang's prompt and settings and TGI's, each server ignoring the other's."""
+    body = {
+        "text": "The capital of France is",
+        "sampling_params": {"temperature": 0.25, "max_new_tokens": 8},
+        "inputs": "La capitale de la France est",
+        "parameters": {"temperature": 0.75, "max_new_tokens": 16},
+    }
+    return {
+        "path": "/generate",
+        "request_body": json.dumps(body).encode(),
+        "request_headers": [["content-type", _JSON]],
+        "response_headers": [["content-type", ctype]],
+        "chunks": chunks,
+    }
+
+
+def test_a_generate_body_of_both_shapes_reads_as_the_server_its_answer_names_else_ambiguous() -> None:
+    """SGLang reads ``text`` and ``sampling_params``, TGI ``inputs`` and ``parameters``: a body of both is
+    read as the server whose answer came back (its prompt and settings differ by which); with no answer
+    to tell, its API is ``generate-ambiguous``: a generation request whose prompt and settings are unknown,
+    never TGI's by guess. A body of one shape reads as its own server's whatever came back (must match)."""
+    sglang = read_request(_both_record(_sglang_whole(" Paris.")))
+    tgi = read_request(_both_record(_tgi_whole(" Paris.")))
+    assert (sglang.api, sglang.sampling["temperature"], sglang.max_tokens) == ("sglang-generate", 0.25, 8)
+    assert sglang.turns[-1].text == "The capital of France is"
+    assert (tgi.api, tgi.sampling["temperature"], tgi.max_tokens) == ("tgi-generate", 0.75, 16)
+    assert tgi.turns[-1].text == "La capitale de la France est"
+    streamed = read_request(_both_record(_sglang_stream(" Paris", " Paris."), _SSE))
+    assert streamed.api == "sglang-generate"
+    for out, text in ((read_response(_both_record(_sglang_whole(" Paris."))), " Paris."), (read_response(_both_record(_tgi_whole(" Lyon."))), " Lyon.")):  # fmt: skip
+        assert out.readable and out.text == text
+    for unanswered in ([], [b'{"error": "overloaded"}']):
+        unknown = read_request(_both_record(unanswered))
+        assert unknown.api == "generate-ambiguous" and unknown.generation, unanswered
+        assert unknown.sampling == {} and unknown.max_tokens is None and unknown.turns == ()
+    # Must match: one shape is its own server's, whatever answered.
+    one = {"path": "/generate", "request_headers": [["content-type", _JSON]], "response_headers": [["content-type", _JSON]]}
+    assert read_request({**one, "request_body": json.dumps(_TGI).encode(), "chunks": []}).api == "tgi-generate"
+    assert read_request({**one, "request_body": json.dumps(_SGLANG).encode(), "chunks": _tgi_whole("x")}).api == "sglang-generate"

@@ -170,3 +170,19 @@ def test_a_batch_with_settings_per_prompt_gets_the_setting_in_each(fake, tmp_pat
     (x,) = CaptureReader(tmp_path / "out").exchanges()
     assert read_request(x).sampling == {"temperature": 0}
     assert read_request(next(CaptureReader(tmp_path / "src").exchanges())).sampling == {}  # the prompts differed
+
+
+def test_a_setting_for_a_generate_body_of_both_shapes_is_refused_not_put_where_neither_server_reads():
+    """A /generate body of SGLang's ``text`` and TGI's ``inputs``: which server reads it, so where a
+    ``--set`` goes, is unknown; it was set at the top level, read by neither. Refused now; a body of one
+    shape is still set in its own place (must match), and with no setting the body goes as recorded."""
+    from infertap.replay.transforms import TransformError
+
+    both = {"text": "a", "sampling_params": {}, "inputs": "a", "parameters": {}}
+    setting = Transforms(set_values=[("temperature", 0.2)])
+    with pytest.raises(TransformError, match="holds both SGLang's text/input_ids and TGI's inputs"):
+        setting.body(json.dumps(both).encode(), path="/generate")
+    sglang = json.loads(setting.body(json.dumps({"text": "a", "sampling_params": {}}).encode(), path="/generate"))
+    assert sglang["sampling_params"] == {"temperature": 0.2} and "temperature" not in sglang
+    raw = json.dumps(both).encode()
+    assert Transforms(model_map={"m": "n"}).body(raw, path="/generate") == raw
