@@ -151,4 +151,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: read as UTF-8 with replacement characters: ``body->>'$.field'`` read nothing), and the byte prefixes
 #: (``prefixes`` unit bytes, prefix reuse) are measured over the decoded bytes, not the compression's.
 #: 107: requests.asked_headers of a media or embeddings request too (as in its digest): compare names them.
-DECODE_VERSION = 107
+#: 108: the token_chunks table (each exchange's token-bearing chunks and the gap since the one before,
+#: from its events at decode time), which the itl view reads instead of a window over every event.
+DECODE_VERSION = 108
