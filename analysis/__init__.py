@@ -2,7 +2,7 @@
 
 ``Analysis(paths)`` decodes each capture once (cached as Parquet, see ``cache``) and exposes the
 tables ``captures``, ``runs``, ``exchanges``, ``requests``, ``chunks``, ``events``, ``engines``,
-``enrichments``, ``prefixes``, ``telemetry`` and the views ``metrics``, ``itl``, ``token_chunks``,
+``enrichments``, ``prefixes``, ``token_chunks``, ``telemetry`` and the views ``metrics``, ``itl``,
 ``enrichment_latest``; ``speed_stats`` summarises them per run, model, path or API. Metric
 definitions: docs/metrics.md.
 

@@ -153,6 +153,26 @@ class _ColumnSink(_Sink):
             self.size = 0
 
 
+class _EventSink(_ColumnSink):
+    """The events, and from each batch of them its token chunks, written to ``token_chunks``
+    (analysis/token_chunks.py): a batch holds whole exchanges, the decode flushing between them."""
+
+    def __init__(self, path: Path, schema: pa.Schema, capture: str, token_chunks: _Sink) -> None:
+        super().__init__(path, schema, capture)
+        self.token_chunks = token_chunks
+
+    def _write(self, columns: list[pa.Array], n: int) -> None:
+        import pyarrow as pa
+
+        from .token_chunks import token_chunks
+
+        super()._write(columns, n)
+        _, ids, _, chunk, t_ns, _, content, reasoning, tools, _, _ = columns
+        rows = token_chunks(ids, chunk, t_ns, content, reasoning, tools)
+        if m := len(rows[0]):
+            self.token_chunks._write([pa.repeat(pa.scalar(self.capture, pa.string()), m), *rows], m)
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -884,7 +904,18 @@ def decode_records(
     it, and the decoder (its generations)."""
     reader = CaptureReader(path, sizes)
     out.mkdir(parents=True, exist_ok=True)
-    sinks = {name: table_sink(out, name, capture) for name in TABLES if part is None or name not in SEQUENTIAL_TABLES}
+    # The events' sink writes the token chunks of each batch; it comes before them in TABLES, so that
+    # it is closed (its last batch flushed) before the token chunks' sink.
+    tokens = table_sink(out, "token_chunks", capture)
+    sinks = {
+        name: tokens
+        if name == "token_chunks"
+        else _EventSink(out / "events.parquet", arrow_schema("events"), capture, tokens)
+        if name == "events"
+        else table_sink(out, name, capture)
+        for name in TABLES
+        if part is None or name not in SEQUENTIAL_TABLES
+    }
     decoder = Decoder(capture, sinks, repeated, part)
     handlers = {"header": decoder.header, "exchange": decoder.exchange}
     if decoder.lead:

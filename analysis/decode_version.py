@@ -159,4 +159,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: trailer missing), counted in the meta (``cut_requests``) and said by stats and sql; before, silently read.
 #: 111: a /generate body holding both TGI's inputs and SGLang's text/input_ids reads as the server its answer
 #: names (its prompt and settings that server's), else api generate-ambiguous; before, TGI's by guess.
-DECODE_VERSION = 111
+#: 112: the token_chunks table (each exchange's token-bearing chunks and the gap since the one before,
+#: from its events at decode time), which the itl view reads instead of a window over every event.
+DECODE_VERSION = 112

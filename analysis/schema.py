@@ -223,6 +223,19 @@ REQUESTS = _schema(
     ("body_cut", B),
 )
 
+# One row per token-bearing chunk of an exchange (a chunk whose events carry text, reasoning text or a
+# tool-call delta), computed from its events at decode time (analysis/token_chunks.py): the ``itl``
+# view is its gaps.
+TOKEN_CHUNKS = _schema(
+    ("capture", S),
+    ("exchange_id", S),
+    ("chunk", I32),
+    ("t_ns", I64),  # the chunk's arrival (the earliest of its token events' times)
+    ("events", I64),  # its token-bearing events
+    ("has_content", B),  # one of them carries text (not only reasoning or tool-call deltas)
+    ("gap_ns", I64),  # since the exchange's token-bearing chunk before it; null for its first
+)
+
 ENGINES = _schema(
     *(("capture", S), ("run_id", S), ("wall", F64), ("url", S), ("kind", S), ("fingerprint", S)),
     *((name, S) for name in ENGINE_FACTS),
@@ -314,6 +327,7 @@ TABLES: dict[str, Columns] = {
     "requests": REQUESTS,
     "chunks": CHUNKS,
     "events": EVENTS,
+    "token_chunks": TOKEN_CHUNKS,  # after events: the decode writes it from the events' batches
     "engines": ENGINES,
     "enrichments": ENRICHMENTS,
     "prefixes": PREFIXES,

@@ -30,8 +30,9 @@ from .views import DERIVED
 #: DuckDB's buffer for an analysis (e.g. ``4GB``); unset: DuckDB's default, 80% of the machine's memory.
 MEMORY_ENV = "INFERTAP_DUCKDB_MEMORY"
 
-#: What ``export`` writes: every table, and the per-exchange views derived from them.
-EXPORTED = (*(t for t in TABLES if t != "links"), "metrics", "itl")
+#: What ``export`` writes: every table, and the per-exchange views derived from them (not ``links``,
+#: linking's digests, nor ``token_chunks``, whose gaps are ``itl``).
+EXPORTED = (*(t for t in TABLES if t not in ("links", "token_chunks")), "metrics", "itl")
 #: The manifest `export --ray` writes next to the tables (a leading "_": Spark and Hive skip it).
 MANIFEST = "_infertap_export.json"
 #: What every export writes next to the tables: which of the folder's entries exports wrote, so that

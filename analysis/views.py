@@ -8,25 +8,13 @@ from __future__ import annotations
 
 from infertap.apis import FINISHING_APIS, MARKER_APIS, TOKEN_IDS_SOURCE
 
-# Chunks that carried generated output (text, reasoning text or a tool-call delta), with how many
-# such events each held: a chunk may carry several tokens, which is why itl is per chunk.
-TOKEN_CHUNKS = """
-CREATE OR REPLACE VIEW token_chunks AS
-SELECT capture, exchange_id, chunk, min(t_ns) AS t_ns, count(*) AS events, bool_or(content <> '') AS has_content
-FROM events
-WHERE content <> '' OR reasoning <> '' OR tool_calls > 0
-GROUP BY capture, exchange_id, chunk
-"""
-
 # itl: the gaps between successive token-bearing chunks of an exchange; `events` is what the later
-# chunk carried.
+# chunk carried. The token chunks (chunks that carried generated output: text, reasoning text or a
+# tool-call delta, with how many such events each held; a chunk may carry several tokens, which is why
+# itl is per chunk) and their gaps are a decoded table (analysis/token_chunks.py): a scan here.
 ITL = """
 CREATE OR REPLACE VIEW itl AS
-SELECT * FROM (
-    SELECT capture, exchange_id, chunk, t_ns, events,
-           t_ns - lag(t_ns) OVER (PARTITION BY capture, exchange_id ORDER BY chunk) AS gap_ns
-    FROM token_chunks
-) WHERE gap_ns IS NOT NULL
+SELECT capture, exchange_id, chunk, t_ns, events, gap_ns FROM token_chunks WHERE gap_ns IS NOT NULL
 """
 
 # Each exchange's enrichment (`infertap enrich` may have run more than once), field by field: its
@@ -165,4 +153,4 @@ SELECT *,
 FROM base
 """.replace("{UNFINISHED}", UNFINISHED).replace("{COUNTED}", ENRICHED_COUNT)
 
-DERIVED = (TOKEN_CHUNKS, ITL, ENRICHMENT_LATEST, METRICS)
+DERIVED = (ITL, ENRICHMENT_LATEST, METRICS)

@@ -166,10 +166,29 @@ def write_capture(path: Path, records: list[dict[str, Any]], recorder: dict[str,
 Load = Callable[[list[dict[str, Any]]], "Analysis"]
 
 
+#: The token-bearing chunks of each exchange as the ``token_chunks`` view computed them from
+#: ``events`` before the decode wrote them as a table (analysis/token_chunks.py): the definition it must meet.
+TOKEN_CHUNKS_FROM_EVENTS = """
+SELECT capture, exchange_id, chunk, min(t_ns) AS t_ns, count(*) AS events, bool_or(content <> '') AS has_content
+FROM events
+WHERE content <> '' OR reasoning <> '' OR tool_calls > 0
+GROUP BY capture, exchange_id, chunk
+"""
+
+#: The inter-token gaps as the ``itl`` view computed them at query time (a window over the token
+#: chunks above): what the decoded ``token_chunks.gap_ns`` must give.
+ITL_FROM_EVENTS = f"""
+SELECT * FROM (
+    SELECT capture, exchange_id, chunk, t_ns, events,
+           t_ns - lag(t_ns) OVER (PARTITION BY capture, exchange_id ORDER BY chunk) AS gap_ns
+    FROM ({TOKEN_CHUNKS_FROM_EVENTS})
+) WHERE gap_ns IS NOT NULL
+"""
+
 #: The token times of each exchange as the metrics view computed them from ``events`` before they
 #: were summed up at decode time (analysis/decode.py ``_token_times``): the definition they must meet.
-TOKEN_TIMES_FROM_EVENTS = """
-WITH tok AS (
+TOKEN_TIMES_FROM_EVENTS = f"""
+WITH token_chunks AS ({TOKEN_CHUNKS_FROM_EVENTS}), tok AS (
     SELECT capture, exchange_id, min(t_ns) AS first_ns, max(t_ns) AS last_ns,
            min(t_ns) FILTER (WHERE has_content) AS first_content_ns,
            count(*) AS token_chunks, sum(events)::BIGINT AS token_events
@@ -192,6 +211,11 @@ def assert_token_times_match_events(a: Analysis) -> int:
         "finish_ns FROM exchanges ORDER BY capture, exchange_id"
     ).fetchall()
     assert kept == a.sql(TOKEN_TIMES_FROM_EVENTS).fetchall()
+    # The token chunks and gaps written at decode time, against the views' SQL over the events.
+    order = "ORDER BY ALL"
+    chunks = "SELECT capture, exchange_id, chunk, t_ns, events, has_content FROM token_chunks"
+    assert a.sql(f"{chunks} {order}").fetchall() == a.sql(f"SELECT * FROM ({TOKEN_CHUNKS_FROM_EVENTS}) {order}").fetchall()
+    assert a.sql(f"SELECT * FROM itl {order}").fetchall() == a.sql(f"SELECT * FROM ({ITL_FROM_EVENTS}) {order}").fetchall()
     return len(kept)
 
 

@@ -4,7 +4,7 @@ between the two) and ``infertap replay``'s summary, so that the two say the same
 
 The engine's usage where it reported one; else, for a streamed answer to a generation request, its
 token-bearing events (text, reasoning text, a refusal or transcript, a tool-call delta: what the
-``token_chunks`` view counts), source ``chunks``: a chat stream sent without
+``token_chunks`` table counts), source ``chunks``: a chat stream sent without
 ``stream_options.include_usage`` reports none, and its tokens were unknown to replay while stats
 counted them. A whole (JSON) answer with no usage has no count.
 """
