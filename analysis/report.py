@@ -169,7 +169,7 @@ def _stated(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, dic
     A card is of one capture, as ``infertap claim`` takes one: a run that is a folder of several
     (shards) has a card each, never one card of the folder's path, which no capture holds."""
     with Analysis([path]) as analysis:
-        stats = speed_stats(analysis, ("run",))
+        stats = speed_stats(analysis, ("run",), derivations=False)
         return stats, {c["capture"]: card(analysis, c["capture"], stats) for c in stats["captures"]}
 
 

@@ -920,9 +920,16 @@ def describe(workload: dict[str, Any]) -> str:
     for words in (media_words, embeddings_words):
         if said := words(workload):
             line += f"; {said}"
+    said = source_words(workload)
+    return line if said is None else f"{line}; {said}"
+
+
+def source_words(workload: dict[str, Any]) -> str | None:
+    """How a replay's workload (``workload_summary``) relates to its source's, in the words `infertap
+    info` and `stats` say it: what the replay changed, or that it is its source's (None: no replay)."""
     if "source" not in workload:
-        return line
+        return None
     source = workload.get("source")
     if not source:
-        return line + "; a replay whose source identity was not recorded (an older infertap)"
-    return line + f"; {relation_to_source(workload, workload['schedule'], 'its source ' + source['short'], source['short'])}"
+        return "a replay whose source identity was not recorded (an older infertap)"
+    return relation_to_source(workload, workload["schedule"], "its source " + source["short"], source["short"])
