@@ -247,7 +247,8 @@ def derivation(analysis: Analysis, capture: str) -> dict[str, Any] | None:
     """What a replay capture changed of its source's workload, for `stats` (None: no replay): its
     source's identity, ``derived_by`` (the options, as `info`, compare and the claim card list them) and
     ``words``, the line `infertap info` says of it."""
-    if not any(r.get("kind") == "replay" for r in recorders(capture)):
+    # The tables say which runs are replays: a recording's stats reads no capture header (a warm one no segment).
+    if not analysis.query("SELECT count(*) FROM runs WHERE capture = ? AND recorder = 'replay'", [capture]).rows[0][0]:
         return None
     w = workload(analysis, capture)
     return {"source": (w.get("source") or {}).get("short"), "derived_by": w.get("derived_by") or [], "words": source_words(w)}
