@@ -104,7 +104,7 @@ def with_left_out(made: dict[str, Any], left_out: Sequence[LeftOut]) -> dict[str
 def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) -> dict[str, Any]:
     """The claim card of one loaded capture (its ``capture`` column value); ``stats``: its
     ``speed_stats`` by run where the caller has it (the report states its energy too)."""
-    stats = stats if stats is not None else speed_stats(analysis, ("run",))
+    stats = stats if stats is not None else speed_stats(analysis, ("run",), derivations=False)
     groups = [g for g in stats["groups"] if g["key"].get("capture") == capture]
     whole = _whole(groups)  # the facts describe what the identity does, the whole capture; the figures are per run
     by_run = recorders_by_run(capture)

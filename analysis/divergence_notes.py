@@ -67,6 +67,22 @@ def path_notes(d: dict[str, Any]) -> list[tuple[str, bool]]:
     return notes
 
 
+def limit_note(d: dict[str, Any]) -> str | None:
+    """The pairs whose finish reason differs where one side said ``completed`` with as many output
+    tokens as its request's ``max_output_tokens`` and the other ``length`` (analysis/completed_at_limit.py):
+    kept as the server said, and said here, since the difference may be only its wording."""
+    n = (d.get("counts") or {}).get("finish_completed_at_limit")
+    if not n:
+        return None
+    return (
+        f"finish reason: {n} of the {d['counts']['finish_reason_changed']} pairs whose finish reason differs are a "
+        "Responses answer that said completed (stop) with exactly its request's max_output_tokens of output against "
+        "one that said length: llama-server's Responses API says completed for an answer it cut at the limit, so "
+        "these may differ only in its wording (kept as each server said; an answer that ended by itself on its "
+        "last allowed token reads the same)"
+    )
+
+
 def failed_note(d: dict[str, Any]) -> str | None:
     """The pairs left out of every figure of the outputs because a side failed, by side, and what
     those figures are over: a side that fails more often is less reliable, not another answerer.

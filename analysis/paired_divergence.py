@@ -612,6 +612,11 @@ def _finishes(s: Summary) -> tuple[Any, ...]:
     return s.finish_reason, raw, finish_words([_worded(w, calls) for w in s.finish_reasons])
 
 
+def _at_limit_against_length(x: Summary, y: Summary) -> bool:
+    """``x`` said completed with its request's max_output_tokens of output where ``y`` said length."""
+    return x.completed_at_limit is not None and y.finish_reason == "length"
+
+
 def _worded(word: str, calls: bool) -> str:
     """An engine's word for how its answer ended, its "stop" of an answer that calls a tool read as
     the "tool_calls" other engines say of the same answer (``Chat.finish``): OpenAI's forced
@@ -730,6 +735,10 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
         counts["finish_reason_changed"] += 1
         item["finish_reason"] = [sa.finish_reason, sb.finish_reason]
         item["finish_reason_raw"] = [sa.finish_reason_raw, sb.finish_reason_raw]
+        if _at_limit_against_length(sa, sb) or _at_limit_against_length(sb, sa):
+            # "completed" at the limit against "length": maybe only llama-server's wording (completed_at_limit.py)
+            counts["finish_completed_at_limit"] += 1
+            item["completed_at_limit"] = [sa.completed_at_limit, sb.completed_at_limit]
         if sa.finish_reasons != sb.finish_reasons:
             item["finish_reasons"] = [sa.finish_reasons, sb.finish_reasons]
     if sa.tool_calls or sb.tool_calls:

@@ -27,7 +27,7 @@ from .compare_model_load import model_load_lines
 from .compare_outcomes import side_line
 from .compare_traffic import traffic_line
 from .configdiff import probed_lines, why_unknown_lines
-from .divergence_notes import embedding_notes, failed_ids_note, failed_note, media_notes, path_notes
+from .divergence_notes import embedding_notes, failed_ids_note, failed_note, limit_note, media_notes, path_notes
 from .errors import AnalysisError
 from .extract import grader
 from .kl_notes import logprob_rows
@@ -169,7 +169,7 @@ def _stated(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, dic
     A card is of one capture, as ``infertap claim`` takes one: a run that is a folder of several
     (shards) has a card each, never one card of the folder's path, which no capture holds."""
     with Analysis([path]) as analysis:
-        stats = speed_stats(analysis, ("run",))
+        stats = speed_stats(analysis, ("run",), derivations=False)
         return stats, {c["capture"]: card(analysis, c["capture"], stats) for c in stats["captures"]}
 
 
@@ -289,7 +289,7 @@ def _divergence(d: dict[str, Any]) -> list[str]:
     histogram = histogram_bars(d["first_divergence_histogram"])
     # What the table can't show, per path, as compare prints it (pairs not compared and why).
     failed = failed_note(d)  # the pairs a side failed: in no figure above but exact match
-    notes = [f'<p class="warn">{html.escape(said)}</p>' for said in (failed, failed_ids_note(d)) if said]
+    notes = [f'<p class="warn">{html.escape(said)}</p>' for said in (failed, failed_ids_note(d), limit_note(d)) if said]
     notes += [
         ('<p class="warn">' if warn else "<p>") + f"{html.escape(text)}</p>"
         for text, warn in path_notes(d) + embedding_notes(d) + media_notes(d)

@@ -27,7 +27,7 @@ from .sampled import sampled
 from .server_figures import SELECT as SERVER_SELECT
 from .server_figures import server_figures
 from .store import Analysis
-from .workload_identity import group_identities
+from .workload_identity import derivation, group_identities
 
 #: Keys implied by a grouping: a run is one process's writing into one capture (copies of a capture
 #: share run ids); a session is named within the captures it is linked across (``session_capture``:
@@ -152,8 +152,10 @@ def ttft_mix(streamed: int, whole: int, of: str = "answers") -> str | None:
     return f"ttft mixes {streamed} streamed {of} (time to the first token) with {whole} not streamed (time to the whole body)"
 
 
-def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, Any]:
-    """Per group: latency distributions, throughput, concurrency, error rate, server timings, workload."""
+def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",), *, derivations: bool = True) -> dict[str, Any]:
+    """Per group: latency distributions, throughput, concurrency, error rate, server timings, workload;
+    per capture, a replay's ``derivation`` (``derivations`` false: no such key, for a caller that says it
+    itself, the claim card, saving the source identity's second reading)."""
     q = _Query(analysis, by)
     try:
         groups = _groups(q)
@@ -164,6 +166,7 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
     finally:
         q.close()
     captures = capture_info(analysis)
+    captures = with_derivations(analysis, captures) if derivations else captures
     return {
         "not_text": not_text(analysis),
         "embeddings_requests": embeddings_sent(analysis),  # in no figure either: their identity is the workload's embeddings
@@ -564,6 +567,12 @@ def capture_info(analysis: Analysis) -> list[dict[str, Any]]:
         row["torn"] = json.loads(row["torn"] or "[]")
         row.update(liveness(unclosed.get(row["capture"], [])))
     return rows
+
+
+def with_derivations(analysis: Analysis, captures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``captures`` each with ``derivation``: for a replay, what it changed of its source's workload
+    (``workload_identity.derivation``), since speeds compare only beside what was asked; else None."""
+    return [{**c, "derivation": derivation(analysis, c["capture"])} for c in captures]
 
 
 def unclosed_runs(analysis: Analysis) -> dict[str, list[list[Any]]]:

@@ -42,6 +42,7 @@ from infertap.capture.reader import CaptureReader
 from infertap.capture.records import delivered, request_body_unknown
 
 from .cache import CachedCapture
+from .completed_at_limit import completed_at_limit
 from .decode import enrichment_attached, enrichment_keys, name_apart
 from .decoding import repeated_ids, repeats, repeats_warning, unattached_warning
 from .divergence import Position, logprob_positions, post_sampling
@@ -153,7 +154,9 @@ BATCH_BYTES = 8 << 20
 #: 86: an image, video or speech answer's output as digests of what it made (media_output), compared byte for byte.
 #: 87: a /converse-stream reasoning block sent redacted across several deltas counts as one encrypted block, not one per delta.
 #: 88: how a Bedrock Converse answer was served (its trace, performanceConfig, other additionalModelResponseFields): "served".
-SUMMARY_VERSION = 88
+#: 89: a Responses answer that said "completed" with its request's max_output_tokens of output carries that limit
+#: (completed_at_limit): compare tells llama-server's word for a cut answer from a real finish difference.
+SUMMARY_VERSION = 89
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -256,6 +259,9 @@ class Summary:
     # An image, video or speech answer (media_output.py): its kind, why its output was not read, and
     # each thing it made's digest and size; None for another route, or an answer whose body is unknown.
     media: MediaOutput | None = None
+    # A Responses answer that said "completed" with as many output tokens as its request's
+    # max_output_tokens: that limit (completed_at_limit.py: llama-server's word for an answer cut there).
+    completed_at_limit: int | None = None
 
 
 def _without_request_id(message: str | None) -> str | None:
@@ -318,6 +324,7 @@ def summarize(record: dict[str, Any], *, last_user: bool = False, vectors: list[
         embeddings=None if embeddings is not None and out.error == TOO_LARGE else embeddings,
         post_sampling=plain is None and post_sampling(out.objects, out.api),
         media=None if not_in_file(record) or response_not_kept(record) or out.error == TOO_LARGE else media_output(record),
+        completed_at_limit=completed_at_limit(record, out),
     )
 
 

@@ -24,6 +24,7 @@ from infertap.capture.identity import (
     RequestSet,
     WorkloadIdentity,
     rechained_requests,
+    source_words,
     workload_summary,
 )
 from infertap.capture.segments import segment_paths
@@ -240,6 +241,17 @@ def workload(analysis: Analysis, capture: str) -> dict[str, Any]:
         # Which turns the replay rewrote is kept in the exchange records only: read them (Responses chains only).
         identity = replace(identity, rechained=rechained_requests(capture))
     return workload_summary(identity, runs)
+
+
+def derivation(analysis: Analysis, capture: str) -> dict[str, Any] | None:
+    """What a replay capture changed of its source's workload, for `stats` (None: no replay): its
+    source's identity, ``derived_by`` (the options, as `info`, compare and the claim card list them) and
+    ``words``, the line `infertap info` says of it."""
+    # The tables say which runs are replays: a recording's stats reads no capture header (a warm one no segment).
+    if not analysis.query("SELECT count(*) FROM runs WHERE capture = ? AND recorder = 'replay'", [capture]).rows[0][0]:
+        return None
+    w = workload(analysis, capture)
+    return {"source": (w.get("source") or {}).get("short"), "derived_by": w.get("derived_by") or [], "words": source_words(w)}
 
 
 def continues_responses(analysis: Analysis, capture: str) -> bool:

@@ -16,12 +16,18 @@ answers), then measures, each in a fresh process:
   the identity digest and the newer-request check: ``capture.identity.plain_body`` handing on
   nothing, which tests/analysis/test_decode_compressed_once.py shows is that old path, tables alike).
 
-``before`` and ``stats`` run alternated ``--rounds`` times; every run must give the same workload
+- ``replay``: a replay's workload loaded with a transform (``--set temperature=0.5``: the check that
+  every body takes it, before anything is sent), each body undone once as it loads; ``replay-before``:
+  the same with the identity and the transforms' check each undoing it again, as before (nothing
+  handed on: tests/replay/test_replay_compressed_once.py shows it loads the same workload).
+
+``before`` and ``stats`` run alternated ``--rounds`` times, ``replay-before`` and ``replay`` likewise
+(``--only stats`` or ``--only replay`` runs one pair); every run must give the same workload
 identity (the bench stops where they don't). Each counts the calls that undo a body's encoding and
 their CPU (``apis.body._undo``, timed): the saving, apart from the noise of a shared machine. CPU
 seconds are the steadier number there; the ratios are taken on them.
 
-    python -m bench.compressed_requests [--exchanges 20000] [--rounds 2] [--json bench-compressed-requests.json] [--workdir DIR]
+    python -m bench.compressed_requests [--exchanges 20000] [--rounds 2] [--only stats|replay] [--json FILE] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -167,22 +173,11 @@ def _floor(capture: str, bodies: bool) -> dict[str, Any]:
 def _stats(capture: str, cache: str, before: bool) -> dict[str, Any]:
     """A cold ``infertap stats`` of ``capture`` in this process; ``before``: each reader undoing the body itself."""
     from infertap.analysis import Analysis, decode, speed_stats
-    from infertap.apis import body
     from infertap.capture import identity
 
     if before:
         decode.plain_body = identity.plain_body = lambda record: None  # type: ignore[assignment]
-    undo, undoing = body._undo, {"calls": 0, "cpu_s": 0.0}
-
-    def timed(*args: Any, **kwargs: Any) -> Any:  # what undoing the bodies' encoding takes, alone
-        c0 = time.thread_time()
-        try:
-            return undo(*args, **kwargs)
-        finally:
-            undoing["calls"] += 1
-            undoing["cpu_s"] += time.thread_time() - c0
-
-    body._undo = timed  # type: ignore[assignment]
+    undoing = _timed_undo()  # what undoing the bodies' encoding takes, alone
     t0 = time.perf_counter()
     with Analysis([capture], cache_dir=cache, workers=1) as a:
         result = speed_stats(a)
@@ -198,6 +193,99 @@ def _stats(capture: str, cache: str, before: bool) -> dict[str, Any]:
     }
 
 
+def _timed_undo() -> dict[str, Any]:
+    """``apis.body._undo`` counted and timed from here on: the calls that undo a body's encoding."""
+    from infertap.apis import body
+
+    undo, undoing = body._undo, {"calls": 0, "cpu_s": 0.0}
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        c0 = time.thread_time()
+        try:
+            return undo(*args, **kwargs)
+        finally:
+            undoing["calls"] += 1
+            undoing["cpu_s"] += time.thread_time() - c0
+
+    body._undo = timed  # type: ignore[assignment]
+    return undoing
+
+
+def _replay_load(capture: str, before: bool) -> dict[str, Any]:
+    """A replay's workload of ``capture`` loaded with ``--set temperature=0.5`` in this process;
+    ``before``: the identity and the transforms' check each undoing the body again (nothing handed on)."""
+    from infertap.capture.identity import IdentityTally
+    from infertap.replay import Transforms
+    from infertap.replay.transforms import Transforms as Own
+    from infertap.replay.workload import load_workload
+
+    if before:
+        add, body = IdentityTally.add, Own.body
+        IdentityTally.add = lambda self, record, generation=None, digest=None, plain=None: add(self, record, generation, digest)  # type: ignore[method-assign]
+        Own.body = lambda self, raw, decoded=None, **kw: body(self, raw, **kw)  # type: ignore[method-assign]
+    undoing = _timed_undo()
+    t0, c0 = time.perf_counter(), time.process_time()
+    workload = load_workload(capture, transforms=Transforms(set_values=[("temperature", 0.5)]))
+    return {
+        "s": time.perf_counter() - t0,
+        "cpu_s": time.process_time() - c0,  # the load's own: the imports are before it
+        "identity": {"short": workload.identity.short, "workload": workload.identity.workload},
+        "requests": workload.identity.requests,
+        "refused": workload.refused is not None,
+        "undone": undoing["calls"],
+        "undo_cpu_s": undoing["cpu_s"],
+    }
+
+
+def _stats_rounds(result: dict[str, Any], run: Any, rounds: int) -> None:
+    """The floor, the bodies, then cold ``stats`` before and now alternated, and a warm one."""
+    result["floor"], result["bodies"] = run("floor"), run("bodies")
+    result["before"], result["stats"] = [], []
+    for _ in range(rounds):  # alternated: the machine's load moves both alike
+        result["before"].append(run("before"))
+        result["stats"].append(run("stats"))
+    result["warm"] = run("stats", cold=False)
+    identities = {json.dumps(r["identity"], sort_keys=True) for r in result["before"] + result["stats"]}
+    if len(identities) != 1:
+        raise SystemExit(f"the workload identity differs before and now: {sorted(identities)}")
+
+
+def _print_stats(result: dict[str, Any], exchanges: int, size: int) -> None:
+    """The stats phases' CPU seconds, against the floor."""
+    floor, warm = result["floor"]["cpu_s"], result["warm"]["cpu_s"]
+    print(f"{exchanges:,} Codex-like zstd /responses exchanges, {size / 2**20:.1f} MiB of capture (CPU seconds)")
+    print(f"  floor (the capture reader)        {floor:6.2f}")
+    print(f"  floor + each body undone once     {result['bodies']['cpu_s']:6.2f}  {result['bodies']['cpu_s'] / floor:5.1f}x")
+    print(f"  warm stats (start, imports, DuckDB) {warm:6.2f}")
+    for phase, words in (("before", "each reader undoing"), ("stats", "undone once (now)")):
+        for r in result[phase]:
+            r["decode_cpu_s"] = r["cpu_s"] - warm
+            print(
+                f"  cold stats, {words:<20} {r['cpu_s']:6.2f}  {r['cpu_s'] / floor:5.1f}x ({r['s']:.1f} s wall); "
+                f"decode (cold - warm) {r['decode_cpu_s']:.2f}, {r['decode_cpu_s'] / floor:.1f}x; "
+                f"bodies undone {r['undone']:,} times in {r['undo_cpu_s']:.2f}"
+            )
+    print(f"  workload {result['stats'][0]['identity']['short']}, {result['stats'][0]['requests']} requests, every run")
+
+
+def _replay_rounds(result: dict[str, Any], run: Any, rounds: int) -> None:
+    """A replay's workload loaded with a transform, before and now, alternated."""
+    result["replay-before"], result["replay"] = [], []
+    for _ in range(rounds):
+        result["replay-before"].append(run("replay-before", cold=False))
+        result["replay"].append(run("replay", cold=False))
+    runs = result["replay-before"] + result["replay"]
+    if len({json.dumps(r["identity"], sort_keys=True) for r in runs}) != 1 or any(r["refused"] for r in runs):
+        raise SystemExit("the replay's workload differs before and now, or refused a body")
+    print("replay's workload loaded with --set temperature=0.5 (CPU seconds of the load)")
+    for phase, words in (("replay-before", "each reader undoing"), ("replay", "undone once (now)")):
+        for r in result[phase]:
+            print(
+                f"  {words:<20} {r['cpu_s']:6.2f} ({r['s']:.1f} s wall); bodies undone {r['undone']:,} times in {r['undo_cpu_s']:.2f}"
+            )
+    print(f"  workload {result['replay'][0]['identity']['short']}, {result['replay'][0]['requests']} requests, every run")
+
+
 def _run(phase: str, *args: str) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "bench.compressed_requests", "--phase", phase, *args]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -209,6 +297,8 @@ def _phase_main(phase: str, args: list[str]) -> None:
         result = _floor(args[0], phase == "bodies")
     elif phase in ("stats", "before"):
         result = _stats(args[0], args[1], phase == "before")
+    elif phase in ("replay", "replay-before"):
+        result = _replay_load(args[0], phase == "replay-before")
     else:
         raise SystemExit(f"unknown phase {phase}")
     print(json.dumps(result))
@@ -223,6 +313,7 @@ def main() -> None:
     parser.add_argument("--json", default="bench-compressed-requests.json")
     parser.add_argument("--workdir", default=None, help="keep the capture here (reused when present)")
     parser.add_argument("--rounds", type=int, default=2, help="cold stats before and now, alternated, this many times each")
+    parser.add_argument("--only", choices=("stats", "replay"), default=None, help="run one pair of phases alone")
     args = parser.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="infertap-bench-"))
     capture = work / f"codex-{args.exchanges}"
@@ -237,30 +328,11 @@ def main() -> None:
             shutil.rmtree(cache, ignore_errors=True)  # an empty cache; else the one the last ``stats`` filled
         return _run(phase, str(capture), str(cache))
 
-    result["floor"], result["bodies"] = run("floor"), run("bodies")
-    result["before"], result["stats"] = [], []
-    for _ in range(args.rounds):  # alternated: the machine's load moves both alike
-        result["before"].append(run("before"))
-        result["stats"].append(run("stats"))
-    result["warm"] = run("stats", cold=False)
-    shutil.rmtree(cache, ignore_errors=True)
-    identities = {json.dumps(r["identity"], sort_keys=True) for r in result["before"] + result["stats"]}
-    if len(identities) != 1:
-        raise SystemExit(f"the workload identity differs before and now: {sorted(identities)}")
-    floor, warm = result["floor"]["cpu_s"], result["warm"]["cpu_s"]
-    print(f"{args.exchanges:,} Codex-like zstd /responses exchanges, {size / 2**20:.1f} MiB of capture (CPU seconds)")
-    print(f"  floor (the capture reader)        {floor:6.2f}")
-    print(f"  floor + each body undone once     {result['bodies']['cpu_s']:6.2f}  {result['bodies']['cpu_s'] / floor:5.1f}x")
-    print(f"  warm stats (start, imports, DuckDB) {warm:6.2f}")
-    for phase, words in (("before", "each reader undoing"), ("stats", "undone once (now)")):
-        for r in result[phase]:
-            r["decode_cpu_s"] = r["cpu_s"] - warm
-            print(
-                f"  cold stats, {words:<20} {r['cpu_s']:6.2f}  {r['cpu_s'] / floor:5.1f}x ({r['s']:.1f} s wall); "
-                f"decode (cold - warm) {r['decode_cpu_s']:.2f}, {r['decode_cpu_s'] / floor:.1f}x; "
-                f"bodies undone {r['undone']:,} times in {r['undo_cpu_s']:.2f}"
-            )
-    print(f"  workload {result['stats'][0]['identity']['short']}, {result['stats'][0]['requests']} requests, every run")
+    if args.only != "replay":
+        _stats_rounds(result, run, args.rounds)
+        _print_stats(result, args.exchanges, size)
+    if args.only != "stats":
+        _replay_rounds(result, run, args.rounds)
     result["machine"] = {
         "cpu": platform.processor() or platform.machine(),
         "cores": os.cpu_count(),

@@ -139,6 +139,9 @@ def _print_stats(result: dict[str, Any]) -> None:
 
     console = Console(width=None if sys.stdout.isatty() else 200)
     _print_engines(result["engines"])
+    for capture in result["captures"]:
+        if capture.get("derivation"):  # a replay's speeds compare only beside what it changed of its source
+            _out(f"replay {capture['capture']}: {capture['derivation']['words']}")
     if said := not_text_line(result.get("not_text") or {}, result.get("embeddings_requests") or 0):
         _out(said)
     if not result["groups"]:

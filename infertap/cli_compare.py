@@ -399,7 +399,14 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
     """Section 3: the table, then what it cannot show (unreadable bodies, where outputs first part)."""
     _say(console, "\n3. Divergence", "bold")
     console.print(_divergence_table(d, base), markup=False)
-    from infertap.analysis.divergence_notes import embedding_notes, failed_ids_note, failed_note, media_notes, path_notes
+    from infertap.analysis.divergence_notes import (
+        embedding_notes,
+        failed_ids_note,
+        failed_note,
+        limit_note,
+        media_notes,
+        path_notes,
+    )
 
     for lead, side in (("", d), ("baseline: ", base or {})):
         if note := failed_note(side):
@@ -408,6 +415,8 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
             _say(console, ids, "yellow")
     for text, warn in path_notes(d) + embedding_notes(d) + media_notes(d):
         _say(console, text, "yellow" if warn else None)
+    if limit := limit_note(d):
+        _say(console, limit, "yellow")
     if base and (noise := media_notes(base)):  # A's media outputs against A's again: whether they repeat at all
         _say(console, "baseline: " + noise[0][0])
     if base and (noise := embedding_notes(base)):  # A's vectors against A's again: how much rounding alone moves them

@@ -265,6 +265,8 @@ def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
             "unpinned": prepared.unpinned,  # exchanges whose id's enrichment names no exchange held: pinned nothing
             # pins an API has no place for (or refuses the value of), left out: {"min_p": {"messages": 2}}
             "pins_without_place": prepared.pins_without_place,
+            # and why, by the same keys: the capture alone says it ({"min_p": {"messages": "messages reads no such ..."}})
+            "pins_without_place_why": prepared.pins_without_place_why,
             "api_key": bool(transforms.api_key),  # whether one was given, never its value
             "as_recorded": prepared.as_recorded,  # bodies no JSON object: --model-map can't apply, sent as recorded
         },

@@ -70,12 +70,15 @@ def setting_paths(api: Api, body: dict[str, Any], dotted: str, *, refuse: bool) 
     return [f"{place.key}.{tail}"]
 
 
-def check_value(api: Api, name: str, value: Any) -> None:
+def check_value(api: Api, name: str, value: Any, *, pinned: bool = False) -> None:
     """Refuse a value the API refuses for the setting ``name`` before anything is sent, saying how
-    it asks for what the value means (TGI's ``temperature`` of 0: greedy is ``do_sample`` false)."""
+    it asks for what the value means (TGI's ``temperature`` of 0: greedy is ``do_sample`` false);
+    ``pinned``: said of a pin left out, whose request goes with the server's default, not to a ``--set``."""
     place = api.settings_place
     assert place is not None
     how = place.positive.get(canonical(name))
+    if pinned and how is not None:
+        how = place.positive_pinned.get(canonical(name), how)
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if how is not None and number and value <= 0:
         raise NoPlace(f"{api.name} refuses a {name} of {value} (it must be above 0): {how}")
@@ -90,7 +93,7 @@ def pin_gap(api: Api, name: str, value: Any) -> str | None:
     if not has_place(place, name):
         return f"{api.name} reads no such setting ({_known(api)})"
     try:
-        check_value(api, name, value)
+        check_value(api, name, value, pinned=True)
     except NoPlace as exc:
         return str(exc)
     return None

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 from infertap.apis import Api, api_for, body_apis, canonical
-from infertap.apis.body import body_encoding, decoded_request
+from infertap.apis.body import Decoded, body_encoding, decoded_request
 from infertap.apis.converse import with_model
 from infertap.apis.fastjson import loads
 from infertap.capture.records import SESSION_HEADERS
@@ -172,6 +172,7 @@ class Transforms:
         path: str | None = None,
         headers: Iterable[Iterable[str]] | None = None,
         left_out: PinGaps | None = None,
+        decoded: Decoded | ValueError | None = None,
     ) -> bytes:
         """The request body after the transforms; untouched bytes when no transform applies (a
         request without a body, a ``GET /v1/models``, carries nothing to transform). ``path``: the
@@ -181,21 +182,23 @@ class Transforms:
         bytes stop inside its stream (recorded cut short) is refused by every transform but a
         ``--model-map`` that names none of its models (checked as the workload loads, before a
         request's pins are known): what it holds, edited and encoded whole, is a body the client
-        never sent. ``left_out``: filled with the pins this body goes without (``apply``)."""
+        never sent. ``left_out``: filled with the pins this body goes without (``apply``). ``decoded``:
+        ``read_encoded`` of it, where the caller undid its encoding already (the workload, as it loads):
+        a zstd body is not decompressed twice."""
         if not self.touches_body or not raw:
             return raw
         encoding = body_encoding(headers)
         if encoding is None:
             return self._json(raw, pinned, target_kind, path, left_out)
-        try:
-            decoded = decoded_request(raw, encoding)
-        except ValueError as exc:
+        if decoded is None:
+            decoded = read_encoded(raw, encoding)
+        if isinstance(decoded, ValueError):
             if not self.edits_every_body:
                 return raw  # only a --model-map: nothing read in it to map
             raise TransformError(
-                f"body transforms can't read the JSON this body's Content-Encoding should hold: {exc}; "
+                f"body transforms can't read the JSON this body's Content-Encoding should hold: {decoded}; "
                 "replay it without them (sent as recorded) or leave it out (--filter)"
-            ) from exc
+            ) from decoded
         if not decoded.whole and self.edits_every_body:
             raise _cut(encoding, raw)
         text = decoded.data
@@ -470,6 +473,15 @@ class _SentInt(int):
     """``-0``, with its text: an int reads it as 0, which ``json.dumps`` writes ``0``."""
 
     text: str
+
+
+def read_encoded(raw: bytes, encoding: str) -> Decoded | ValueError:
+    """``raw`` with its content-encoding undone (``decoded_request``), or why it can't be: read once
+    by the workload as it loads, for what the request asks and for the transforms' check alike."""
+    try:
+        return decoded_request(raw, encoding)
+    except ValueError as exc:
+        return exc
 
 
 def _cut(encoding: str, raw: bytes) -> TransformError:

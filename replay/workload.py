@@ -38,7 +38,7 @@ import msgspec
 from msgspec import UNSET
 
 from infertap.apis import Api, Links, api_for, body_apis, json_body, link, sessions_of, think_times_from, turns_of
-from infertap.apis.body import body_encoding, unencoded
+from infertap.apis.body import Decoded, body_encoding
 from infertap.apis.conversation import ChatPrefixes, Prefixes, read_links
 from infertap.apis.fastjson import NOT_JSON, utf8
 from infertap.apis.linking import Reach
@@ -59,7 +59,7 @@ from infertap.errors import ConfigError, InfertapError
 
 from .bodies import BodyStore
 from .replies import Replies
-from .transforms import TransformError, Transforms
+from .transforms import TransformError, Transforms, read_encoded
 
 
 class WorkloadError(InfertapError):
@@ -538,7 +538,12 @@ class _Scan:
         chosen: Api | None = None  # the API its body chose, where its path names none (/generate)
         # Plain JSON under a content-encoding's label: read as JSON, but no body the transforms edit
         # (a --model-map passes it as recorded, a --set refuses it: encoded_body).
-        labelled = body_encoding(r["request_headers"]) is not None
+        encoding = body_encoding(r["request_headers"])
+        labelled = encoding is not None
+        # Its content-encoding undone once, here, for what it asks, its identity and the transforms' check
+        # (as the analysis's ``plain_body``): a zstd body decompressed for each was most of a Codex load's time.
+        decoded = read_encoded(raw, encoding) if encoding is not None and isinstance(raw, bytes) and raw else None
+        plain = decoded.data if isinstance(decoded, Decoded) else raw or b""
         if head is not None:  # a chat request: its messages as JSON, each read once over the whole capture
             is_object, is_object_decoded = True, not labelled
             generation = head.messages is not UNSET or head.prompt is not UNSET or head.input is not UNSET
@@ -550,7 +555,7 @@ class _Scan:
             is_object = body is not None
             # What it asks, read as the analysis reads it: a compressed body (the Codex CLI's zstd) as its
             # JSON. Sent as recorded, bytes and Content-Encoding alike.
-            asked = body if body is not None or not raw else json_body(unencoded(raw, r.get("request_headers")))
+            asked = body if body is not None or not raw else json_body(plain)
             is_object_decoded = asked is not None and (body is None or not labelled)  # compressed JSON: edited (encoded_body)
             api = api_for(path, asked)
             chosen = api if body_apis(path) else None
@@ -561,7 +566,7 @@ class _Scan:
                 model = api.model(asked, path)  # Bedrock's is in the path
                 previous = asked.get("previous_response_id") if isinstance(asked.get("previous_response_id"), str) else None
                 prefixes = Prefixes.of(api.name, api.turns(asked)[0])
-        self.tally.add(r, generation, digest)
+        self.tally.add(r, generation, digest, plain)
         refused = r.get("end") == "refused"  # infertap refused it; the engine never saw it: linked, never sent
         # From when it was due: its send and end as recorded (linking's clock, see _link).
         handoff, duration = max(0, r["sent_ns"] - due), r["sent_ns"] - due + r.get("end_ns", 0)
@@ -579,7 +584,7 @@ class _Scan:
         unknown = not refused and request_body_unknown(r)
         refusal = None
         if not (refused or unknown):  # what is sent must take the transforms, and no credential left unfilled
-            refusal = self._refusal(raw, body, is_object, path, r["request_headers"]) if self.check is not None else None
+            refusal = self._refusal(raw, body, is_object, path, r["request_headers"], decoded) if self.check is not None else None
             refusal = refusal or self.fill.unfilled_credential(raw, body)
         item = Item(
             index=len(self.items),
@@ -618,16 +623,23 @@ class _Scan:
         self.links.append(links)
 
     def _refusal(
-        self, raw: Any, body: dict[str, Any] | None, is_object: bool, path: str | None, headers: list[list[str]]
+        self,
+        raw: Any,
+        body: dict[str, Any] | None,
+        is_object: bool,
+        path: str | None,
+        headers: list[list[str]],
+        decoded: Decoded | ValueError | None,
     ) -> str | None:
         """Why the body transforms can't apply to this body (None: they can). On a JSON object
-        only a ``--set`` through a key that holds no object can fail, so only then is it parsed."""
+        only a ``--set`` through a key that holds no object can fail, so only then is it parsed;
+        ``decoded``: its content-encoding undone already (``read_encoded``), handed on."""
         assert self.check is not None
         try:
             if not is_object or body_encoding(headers) is not None:  # (``labelled``)
                 # not a JSON object as read here, or one sent with a content-encoding (plain JSON under its
                 # label, which a --set refuses as it is sent): the transform says why, exactly
-                self.check.body(raw, path=path, headers=headers)
+                self.check.body(raw, path=path, headers=headers, decoded=decoded)
             elif self.check.can_refuse(path):
                 # A parse of its own where none was made, done with now.
                 self.check.apply(body if body is not None else json_body(raw) or {}, path=path)

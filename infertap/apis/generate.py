@@ -96,6 +96,11 @@ TGI_SETTINGS = SettingsPlace(
         "temperature": "greedy decoding there is --set do_sample=false --unset temperature, with no top_k, top_p or "
         "typical_p (each makes it sample)"
     },
+    # A pinned 0 left out: the request goes with TGI's own default, greedy unless a warper is in it.
+    positive_pinned={
+        "temperature": "TGI decodes greedily, as 0 asks, by its own default (do_sample false) where a request has no "
+        "top_k, top_p or typical_p, and samples where it has one (a pinned one among them)"
+    },
 )
 
 

@@ -298,7 +298,9 @@ class SettingsPlace:
     (``ignore_eos``). A sampling setting in neither has no place, unless ``open``: the servers of
     the API read settings of their own beside its names (vLLM's ``top_k`` on Responses), so it
     goes as given. ``positive``: settings the API refuses at 0 or below, and how it asks for what
-    0 means instead (TGI's temperature: greedy is ``do_sample`` false)."""
+    0 means instead (TGI's temperature: greedy is ``do_sample`` false), said to a ``--set`` of it;
+    ``positive_pinned``: the same said of a pin ``--pin-defaults`` left out for it, whose request goes
+    with the server's own default (the user named no setting to change)."""
 
     key: str | None
     names: Mapping[str, str]
@@ -306,6 +308,7 @@ class SettingsPlace:
     lists: bool = False
     open: bool = False
     positive: Mapping[str, str] = field(default_factory=dict)
+    positive_pinned: Mapping[str, str] = field(default_factory=dict)
 
 
 class Api:

@@ -861,7 +861,7 @@ def _changes(recorder: dict[str, Any], rechained: int) -> Iterator[str]:
     for key in t.get("unset") or ():
         yield f"--unset {key}"
     if t.get("pin_defaults"):
-        yield "--pin-defaults" + _pins_left_out(t.get("pins_without_place") or {})
+        yield "--pin-defaults" + _pins_left_out(t.get("pins_without_place") or {}, t.get("pins_without_place_why"))
     # Of --drop-header, those a request carried (a replay before ``dropped_headers`` named all).
     dropped = t["dropped_headers"] if "dropped_headers" in t else t.get("drop_headers")
     for option, names in (("--header", t.get("headers")), ("--drop-header", dropped)):
@@ -894,16 +894,21 @@ def _changes(recorder: dict[str, Any], rechained: int) -> Iterator[str]:
         yield f"the target URL's query ({', '.join(names)}) sent with every request"
 
 
-def _pins_left_out(left_out: dict[str, dict[str, int]]) -> str:
+def _pins_left_out(left_out: dict[str, dict[str, int]], why: dict[str, dict[str, str]] | None = None) -> str:
     """The pins a replay left out (``transforms.pins_without_place``), said beside ``--pin-defaults``:
-    those requests went with the target's own defaults, so the derivation must not read as all pinned."""
+    those requests went with the target's own defaults, so the derivation must not read as all pinned.
+    ``why`` (``transforms.pins_without_place_why``, by the same keys; a replay before it kept none):
+    each group's reason, so that the capture alone says it."""
     if not left_out:
         return ""
-    grouped: dict[tuple[str, int], list[str]] = {}
+    grouped: dict[tuple[str, int, str | None], list[str]] = {}
     for name, apis in left_out.items():
         for api, n in apis.items():
-            grouped.setdefault((api, n), []).append(name)
-    each = "; ".join(f"{', '.join(names)} of {n} {api} request{'s' if n != 1 else ''}" for (api, n), names in grouped.items())
+            grouped.setdefault((api, n, None if why is None else why.get(name, {}).get(api)), []).append(name)
+    each = "; ".join(
+        f"{', '.join(names)} of {n} {api} request{'s' if n != 1 else ''}" + (f" ({said})" if said else "")
+        for (api, n, said), names in grouped.items()
+    )
     return f" (not pinned where the API reads no such setting or refuses its value: {each})"
 
 
@@ -920,9 +925,16 @@ def describe(workload: dict[str, Any]) -> str:
     for words in (media_words, embeddings_words):
         if said := words(workload):
             line += f"; {said}"
+    said = source_words(workload)
+    return line if said is None else f"{line}; {said}"
+
+
+def source_words(workload: dict[str, Any]) -> str | None:
+    """How a replay's workload (``workload_summary``) relates to its source's, in the words `infertap
+    info` and `stats` say it: what the replay changed, or that it is its source's (None: no replay)."""
     if "source" not in workload:
-        return line
+        return None
     source = workload.get("source")
     if not source:
-        return line + "; a replay whose source identity was not recorded (an older infertap)"
-    return line + f"; {relation_to_source(workload, workload['schedule'], 'its source ' + source['short'], source['short'])}"
+        return "a replay whose source identity was not recorded (an older infertap)"
+    return relation_to_source(workload, workload["schedule"], "its source " + source["short"], source["short"])

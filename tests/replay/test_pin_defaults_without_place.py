@@ -74,8 +74,10 @@ def test_a_pin_messages_reads_nowhere_is_left_out_of_its_requests_and_said(fake,
     how = compare(tmp_path / "src", tmp_path / "out")["traffic"]["how"]
     assert how.endswith(
         "B replays the other's workload with --pin-defaults (not pinned where the API reads no such setting or "
-        "refuses its value: min_p, typical_p of 2 messages requests)"
+        "refuses its value: min_p, typical_p of 2 messages requests (messages reads no such setting (its sampling "
+        "settings are read at the top level: max_tokens, stop_sequences, temperature, top_k, top_p)))"
     )
+    assert recorder["transforms"]["pins_without_place_why"] == json.loads(done.stdout)["pins_without_place_why"]
 
     # Counted per pass, as the replay's other counts of the source's exchanges.
     done, sent, recorder = _replay(fake, tmp_path, "twice", "--repeat", "2")
@@ -131,6 +133,55 @@ def test_a_pinned_value_tgi_refuses_is_left_out_and_sglang_takes_it(fake, tmp_pa
         {**sglang, "sampling_params": {"max_new_tokens": 8, "temperature": 0, "top_k": 40}},
     ]
     assert summary["pins_without_place"] == {"temperature": {"tgi-generate": 1}}
-    assert summary["pins_without_place_why"]["temperature"]["tgi-generate"].startswith("tgi-generate refuses a temperature of 0")
+    # Said of a pin left out (the request goes with TGI's own default), not --set's advice to set do_sample.
+    assert summary["pins_without_place_why"]["temperature"]["tgi-generate"] == (
+        "tgi-generate refuses a temperature of 0 (it must be above 0): TGI decodes greedily, as 0 asks, by its own "
+        "default (do_sample false) where a request has no top_k, top_p or typical_p, and samples where it has one "
+        "(a pinned one among them)"
+    )
     header = next(CaptureReader(tmp_path / "out").records())
     assert header["recorder"]["transforms"]["pins_without_place"] == {"temperature": {"tgi-generate": 1}}
+    # The reason is in the header too, so the capture alone says why, and the derivation says it from there.
+    why = summary["pins_without_place_why"]
+    assert header["recorder"]["transforms"]["pins_without_place_why"] == why
+    how = compare(tmp_path / "src", tmp_path / "out")["traffic"]["how"]
+    assert how.endswith(
+        f"--pin-defaults (not pinned where the API reads no such setting or refuses its value: "
+        f"temperature of 1 tgi-generate request ({why['temperature']['tgi-generate']}))"
+    )
+
+
+def test_a_set_temperature_of_0_on_tgi_is_refused_with_the_set_advice(fake, tmp_path):
+    """The match: a --set of the same 0 is refused, its message the advice for --set (do_sample=false)."""
+    app, url = fake
+    write_capture(tmp_path / "src", [{"path": "/generate", "body": {"inputs": "Hi", "parameters": {}}, "chunks": [b"{}"]}])
+    with pytest.raises(
+        ReplayError,
+        match=r"refuses a temperature of 0 \(it must be above 0\): greedy decoding there is "
+        r"--set do_sample=false --unset temperature",
+    ):
+        run_replay(
+            ReplayConfig(
+                tmp_path / "src", url, tmp_path / "out", probe=False, transforms=Transforms(set_values=[("temperature", 0)])
+            )
+        )
+    assert not app.requests
+
+
+def test_a_header_of_an_older_replay_without_the_reasons_still_reads(fake, tmp_path):
+    """A replay's header from before the reasons were kept (counts alone) reads as it did: the pins
+    left out, named and counted, with no reason; one with them gives each group its own."""
+    from infertap.capture.identity import replay_derivation
+
+    left_out = {"min_p": {"messages": 2}, "temperature": {"tgi-generate": 1}}
+    older = {"kind": "replay", "transforms": {"pin_defaults": True, "pins_without_place": left_out}}
+    assert replay_derivation(older) == [
+        "--pin-defaults (not pinned where the API reads no such setting or refuses its value: "
+        "min_p of 2 messages requests; temperature of 1 tgi-generate request)"
+    ]
+    why = {"min_p": {"messages": "messages reads no such setting"}, "temperature": {"tgi-generate": "it refuses 0"}}
+    newer = {"kind": "replay", "transforms": {**older["transforms"], "pins_without_place_why": why}}
+    assert replay_derivation(newer) == [
+        "--pin-defaults (not pinned where the API reads no such setting or refuses its value: "
+        "min_p of 2 messages requests (messages reads no such setting); temperature of 1 tgi-generate request (it refuses 0))"
+    ]
