@@ -70,9 +70,12 @@ def _dist(q: list[float] | None, mean: float | None, n: int, scale: float) -> di
 
 
 def _aggs(column: str, where: str) -> str:
+    """Each metric's quantiles, mean and count. The mean is summed compensated (``favg``): DuckDB's
+    ``avg`` of doubles adds its threads' partial sums in whatever order they finish, so the same cache
+    gave means that differed in their last digits from run to run."""
     qs = ", ".join(str(q) for q in QUANTILES)
     return (
-        f"quantile_cont({column}, [{qs}]) FILTER (WHERE {where}), avg({column}) FILTER (WHERE {where}), "
+        f"quantile_cont({column}, [{qs}]) FILTER (WHERE {where}), favg({column}) FILTER (WHERE {where}), "
         f"count({column}) FILTER (WHERE {where})"
     )
 
