@@ -200,7 +200,7 @@ class ChatPrefixes:
             if found is None:
                 found = self._read(digest, message)
                 if len(seen) >= self.size:
-                    for old in list(itertools.islice(seen, self.size // 8)):  # the oldest eighth
+                    for old in list(itertools.islice(seen, max(1, self.size // 8))):  # the oldest eighth (one at least)
                         del seen[old]
                 seen[key] = found
             if found[1] is None:

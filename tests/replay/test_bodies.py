@@ -415,6 +415,18 @@ def test_chat_prefixes_read_messages_as_chat_turns_does() -> None:
         assert cache.of(raw) == Prefixes.of("chat", turns)
 
 
+def test_chat_prefixes_remember_no_more_than_their_size_however_small() -> None:
+    """A size under 8 forgot nothing (an eighth of it is 0 messages), so it grew without bound."""
+    conversation = [{"role": "user" if i % 2 else "assistant", "content": f"turn {i}"} for i in range(40)]
+    raw = [json.dumps(m).encode() for m in conversation]
+    for size in (1, 4, 7, 8, 64):
+        cache = ChatPrefixes(size=size)
+        expected = Prefixes.of("chat", Chat().turns({"messages": conversation})[0])
+        assert cache.of(raw) == expected  # what it forgets it reads again, the same
+        assert len(cache._seen) <= size
+        assert cache.of(raw) == expected
+
+
 def test_bodies_that_cant_be_read_stop_the_replay_once_and_the_request_in_flight_gets_its_grace(tmp_path: Path) -> None:
     """Every body that couldn't be read stopped the replay again, and a second stop is a second
     Ctrl-C: it ended the grace period, and the requests in flight were cancelled (their answers
