@@ -79,14 +79,22 @@ def _speed_table(speed: Sequence[dict[str, Any]]) -> str:
     return _table(["metric", "A p50 ms", "A p99 ms", "B p50 ms", "B p99 ms", "B/A p50", "95% CI", "pairs"], rows)
 
 
-def _speed(speed: Sequence[dict[str, Any]], load: dict[str, Any] | None = None, model: dict[str, Any] | None = None) -> list[str]:
+def _speed(
+    speed: Sequence[dict[str, Any]],
+    load: dict[str, Any] | None = None,
+    model: dict[str, Any] | None = None,
+    *,
+    table: bool = True,
+) -> list[str]:
     """The table with what it is over and what ``compare`` says under it: its B p50 is over the pairs,
-    not B's every answer, and read beside the claim card's B p50 of the same run it looked wrong."""
-    out = [
-        "<p>Paired exchanges that succeeded on both sides; B/A: B's p50 over A's (95% CI).</p>",
-        _speed_table(speed),
-    ]
-    if any(0 < row["a"]["n"] < MIN_INTERVAL_PAIRS for row in speed):  # a "-" in the CI column, said why
+    not B's every answer, and read beside the claim card's B p50 of the same run it looked wrong.
+    ``table`` False: what is said under it alone (no text generation request to tabulate)."""
+    out = (
+        ["<p>Paired exchanges that succeeded on both sides; B/A: B's p50 over A's (95% CI).</p>", _speed_table(speed)]
+        if table
+        else ["<p>No text generation request on either side: the requests below, end to end.</p>"]
+    )
+    if table and any(0 < row["a"]["n"] < MIN_INTERVAL_PAIRS for row in speed):  # a "-" in the CI column, said why
         out.append(f"<p>No interval below {MIN_INTERVAL_PAIRS} pairs: a resampled one would be narrower than 95%.</p>")
     if load:
         out.append(f"<p>{html.escape(concurrency_line(load))}</p>")
@@ -127,10 +135,12 @@ def render(
     result = compare(a, b, extract=extract, references=references) if b is not None else None
     if result is not None:
         out += _configuration(result)
+    no_text = result is not None and bool((result.get("traffic") or {}).get("no_text"))
     out.append(f"<h2>{'2. ' if result else ''}Speed</h2>")
     if result is not None:
-        out += _outcomes(result.get("outcomes"))
-        out += _speed(result["speed"], result.get("concurrency"), result.get("model_load"))
+        # Media or embeddings requests alone (no_text), as compare prints them: no text table timing none.
+        out += [] if no_text else _outcomes(result.get("outcomes"))
+        out += _speed(result["speed"], result.get("concurrency"), result.get("model_load"), table=not no_text)
         # The image, video, speech and embeddings requests: their answers and e2e by kind, as compare says them.
         out += [
             ('<p class="warn">' if warn else "<p>") + f"{html.escape(line)}</p>"

@@ -112,6 +112,9 @@ def test_two_runs_of_media_requests_alone_compare_traffic_speed_and_outputs(tmp_
     page = render(tmp_path / "a", tmp_path / "b")
     lines = [text for text, _ in media_notes(r["divergence"]) + apart_lines(r["apart_speed"])]
     assert len(lines) >= 4 and all(html.escape(text) in page for text in lines)
+    # ... and no empty text speed table above them either.
+    assert "No text generation request on either side" in page
+    assert "Answers A:" not in page and "A p50 ms" not in page and "Paired exchanges that succeeded" not in page
 
 
 def test_a_failed_media_answer_is_counted_failed_not_compared(tmp_path, monkeypatch):
