@@ -153,7 +153,8 @@ BATCH_BYTES = 8 << 20
 #: 86: an image, video or speech answer's output as digests of what it made (media_output), compared byte for byte.
 #: 87: a /converse-stream reasoning block sent redacted across several deltas counts as one encrypted block, not one per delta.
 #: 88: how a Bedrock Converse answer was served (its trace, performanceConfig, other additionalModelResponseFields): "served".
-SUMMARY_VERSION = 88
+#: 89: an SGLang batch answer (a JSON array) to a /generate body of both TGI's and SGLang's shapes read as SGLang's, not unreadable.
+SUMMARY_VERSION = 89
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
