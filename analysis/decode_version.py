@@ -161,4 +161,8 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: names (its prompt and settings that server's), else api generate-ambiguous; before, TGI's by guess.
 #: 112: the token_chunks table (each exchange's token-bearing chunks and the gap since the one before,
 #: from its events at decode time), which the itl view reads instead of a window over every event.
-DECODE_VERSION = 112
+#: 113: a cut /generate answer to a body of both TGI's and SGLang's shapes reads its kept tail's usage and finish
+#: reason as the server its answer's shape names (they were never read: its output tokens uncounted).
+#: 114: an SGLang batch answer (a JSON array) to a /generate body of both TGI's and SGLang's shapes reads as
+#: SGLang's, per prompt; before, unreadable ("the body is not JSON"), its request api generate-ambiguous.
+DECODE_VERSION = 114

@@ -156,7 +156,8 @@ BATCH_BYTES = 8 << 20
 #: 88: how a Bedrock Converse answer was served (its trace, performanceConfig, other additionalModelResponseFields): "served".
 #: 89: a Responses answer that said "completed" with its request's max_output_tokens of output carries that limit
 #: (completed_at_limit): compare tells llama-server's word for a cut answer from a real finish difference.
-SUMMARY_VERSION = 89
+#: 90: an SGLang batch answer (a JSON array) to a /generate body of both TGI's and SGLang's shapes read as SGLang's, not unreadable.
+SUMMARY_VERSION = 90
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

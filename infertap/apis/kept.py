@@ -26,6 +26,7 @@ from .eventstream import messages_after, read_messages
 from .kept_choices import asked_choices, kept_choices
 from .read import (
     _NOTHING,
+    AMBIGUOUS_GENERATE,
     CHAT,
     COMPLETIONS,
     CONVERSE_STREAM,
@@ -39,6 +40,7 @@ from .read import (
     fold,
     request_json,
     response_not_kept,
+    sniff,
 )
 from .responses import offers_client_tool
 from .shapes import Api, Event, Output
@@ -145,6 +147,10 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
         pieces = [rest[cut + len(sep) :]] if cut >= 0 else []  # none: not one whole event
     payloads, _ = ended_payloads(record, pieces, how) if pieces else ([], b"")  # a last event cut mid-way: skipped
     events = [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in payloads]
+    if api is AMBIGUOUS_GENERATE:
+        # A /generate body of both servers' shapes: its answer's shape says which server read it (as
+        # read_response reads it); no event of either, no usage read.
+        api = sniff(events) or api
     out = fold(api, events, how)
     choices: tuple[int, int | None] | None = None
     if api in (CHAT, COMPLETIONS) and how == "sse" and ((asked := asked_choices(record, api)) > 1 or out.choices):

@@ -281,6 +281,10 @@ def read_response(record: Mapping[str, Any], api: Api | None = None, plain: byte
     how = framing(record, head_of(pieces))
     payloads, rest = ended_payloads(record, pieces, how)
     events = [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in payloads]
+    if api is AMBIGUOUS_GENERATE and how == "json" and len(events) == 1 and isinstance(whole := events[0].obj, list):
+        # a body of both servers' shapes answered by an array: SGLang's answer to a batch, where its first answer is SGLang's
+        first = [Event(events[0].chunk, events[0].data, _NOTHING, answer) for answer in whole[:1]]
+        api = SGLANG_GENERATE if sniff(first) is SGLANG_GENERATE else api
     if api in (LLAMACPP, SGLANG_GENERATE) and how == "json" and len(events) == 1 and isinstance(whole := events[0].obj, list):
         # several prompts in one request: an array of answers, each read as a streamed event of its own
         answers = batch_answers(whole) if api is SGLANG_GENERATE else whole

@@ -380,3 +380,25 @@ def test_a_generate_body_of_both_shapes_reads_as_the_server_its_answer_names_els
     one = {"path": "/generate", "request_headers": [["content-type", _JSON]], "response_headers": [["content-type", _JSON]]}
     assert read_request({**one, "request_body": json.dumps(_TGI).encode(), "chunks": []}).api == "tgi-generate"
     assert read_request({**one, "request_body": json.dumps(_SGLANG).encode(), "chunks": _tgi_whole("x")}).api == "sglang-generate"
+
+
+def test_an_sglang_batch_answer_to_a_body_of_both_shapes_reads_as_sglangs() -> None:
+    """A body of both shapes whose ``text`` is a batch is answered by SGLang with a JSON array: that
+    answer names the server as an object answer does (read per prompt, its prompts and settings
+    SGLang's), never "the body is not JSON". The same answer to SGLang's body alone must match it."""
+    both = {**_BATCH, "inputs": "La capitale de la France est", "parameters": {"max_new_tokens": 16}}
+    chunks = _sglang_batch((" Paris.", "stop"), (" 4", "length"))
+    alone = read_response({**_both_record(chunks), "request_body": json.dumps(_BATCH).encode()})
+    assert alone.readable and alone.api == "sglang-generate"
+    record = {**_both_record(chunks), "request_body": json.dumps(both).encode()}
+    out, request = read_response(record), read_request(record)
+    assert out.readable and out.error is None and out.api == "sglang-generate"
+    assert (out.text, out.choices, out.output_tokens, out.prompt_tokens) == (
+        alone.text,
+        alone.choices,
+        alone.output_tokens,
+        alone.prompt_tokens,
+    )
+    assert (request.api, request.max_tokens) == ("sglang-generate", 8)
+    # A TGI answer (one object) to the same body still names TGI.
+    assert read_request({**record, "chunks": _tgi_whole(" Paris.")}).api == "tgi-generate"

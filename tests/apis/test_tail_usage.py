@@ -391,3 +391,35 @@ def test_a_cut_converse_streams_usage_and_stop_reason_are_read_from_its_tail_s_w
     words = b"".join(answer_frames(*(["w " * 50] * 2000)))[: -(RESPONSE_TAIL_BYTES // 2)]
     no_end = {**_cut(path, words[:4096], words[-RESPONSE_TAIL_BYTES:], size=len(words) + 999, headers=headers), "request_body": json.dumps(request).encode()}  # fmt: skip
     assert tail_usage(no_end) is None
+
+
+def _sglang_events(n: int) -> bytes:
+    """SGLang's ``/generate`` stream of ``n`` events (each the text so far), the last with its finish and counts."""
+    events = []
+    for i in range(n):
+        meta = {"id": "s", "prompt_tokens": 6, "completion_tokens": i + 1, "cached_tokens": 0, "finish_reason": None}
+        if i == n - 1:
+            meta["finish_reason"] = {"type": "length", "length": n}
+        events.append(b"data: " + json.dumps({"text": "word " * (i + 1), "meta_info": meta}).encode() + b"\n\n")
+    return b"".join(events) + b"data: [DONE]\n\n"
+
+
+def test_a_cut_generate_answer_to_a_body_of_both_servers_shapes_is_read_as_the_server_that_answered() -> None:
+    """A /generate body holding SGLang's text and TGI's inputs is read as the server its answer's
+    shape names (read.read_request): its kept tail too, where its counts and finish reason are. An
+    SGLang body alone must match: the same tail read the same."""
+    both = {"text": "q", "sampling_params": {"max_new_tokens": 900}, "inputs": "q", "parameters": {"max_new_tokens": 9}}
+    body = _sglang_events(900)
+    for request in (both, {k: both[k] for k in ("text", "sampling_params")}):
+        whole, cut = _whole_and_cut("/generate", {**request, "stream": True}, body)
+        assert whole.api == "sglang-generate" and (whole.output_tokens, whole.finish_reason) == (900, "length")
+        assert cut is not None and (cut.output_tokens, cut.finish_reason, cut.finish_reason_raw) == (900, "length", "length"), (
+            request
+        )
+    # A TGI answer (a whole JSON body) to the same body: its head and tail together the whole body.
+    details = {"finish_reason": "eos_token", "generated_tokens": 2, "seed": None, "prefill": [], "tokens": []}
+    tgi = json.dumps({"generated_text": " Paris.", "details": details}).encode()
+    record = {**_cut("/generate", tgi[:20], tgi[20:], len(tgi), [["content-type", "application/json"]])}
+    record["request_body"] = json.dumps(both).encode()
+    got = tail_usage(record)
+    assert got is not None and (got.output_tokens, got.finish_reason) == (2, "stop")
