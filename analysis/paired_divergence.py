@@ -768,22 +768,20 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
     if sa.stop_details != sb.stop_details:
         counts["stop_details_differ"] += 1  # a refusal's category (Anthropic's), or details on one side only
         item["stop_details"] = [sa.stop_details, sb.stop_details]
-    # What the API did to the input before the model read it: the effective input, not the answer.
-    if sa.input_changes is not None:
-        counts["input_changed_a"] += 1
-    if sb.input_changes is not None:
-        counts["input_changed_b"] += 1
-    if sa.input_changes != sb.input_changes:
-        counts["input_changes_differ"] += 1
-        item["input_changes"] = [sa.input_changes, sb.input_changes]
-    # How the server served the answer (Bedrock's trace, latency tier): a config or outcome fact, not the answer.
-    if sa.served is not None:
-        counts["served_a"] += 1
-    if sb.served is not None:
-        counts["served_b"] += 1
-    if sa.served != sb.served:
-        counts["served_differ"] += 1
-        item["served"] = [sa.served, sb.served]
+    # What the API did to the input before the model read it (the effective input), and how the server
+    # served the answer (Bedrock's trace, latency tier): config or outcome facts, not the answer.
+    for fact, a_said, b_said, differ in (
+        ("input_changes", sa.input_changes, sb.input_changes, "input_changes_differ"),
+        ("served", sa.served, sb.served, "served_differ"),
+    ):
+        stem = "input_changed" if fact == "input_changes" else fact
+        if a_said is not None:
+            counts[f"{stem}_a"] += 1
+        if b_said is not None:
+            counts[f"{stem}_b"] += 1
+        if a_said != b_said:
+            counts[differ] += 1
+            item[fact] = [a_said, b_said]
     if sa.citations != sb.citations:
         counts["citations_differ"] += 1
     if sa.tool_results or sb.tool_results:

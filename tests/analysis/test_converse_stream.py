@@ -259,19 +259,24 @@ def test_additional_model_request_fields_are_settings(tmp_path: Path) -> None:
     frames = answer_frames("4", "2")
     for name, top_k, differs in (("differ", 1, True), ("same", 40, False)):
         # B replays A's request (its source_id), with top_k set as a replay's --set would
-        a, b = tmp_path / name / "a", tmp_path / name / "b"
-        write_capture(a, [{"id": "x", "path": _PATH, "body": _BODY, "chunks": frames, "content_type": EVENTSTREAM}])
         body_b = {**_BODY, "additionalModelRequestFields": {"top_k": top_k}}
-        write_capture(
-            b, [{"id": "y", "source_id": "x", "path": _PATH, "body": body_b, "chunks": frames, "content_type": EVENTSTREAM}]
-        )
-        for side in (a, b):
-            enrich_with_a_dead_engine(side)
-        settings = compare(a, b, top=1)["config"]["settings"]
-        rows = [r for r in settings if r["setting"] == "top_k"]
-        assert bool(rows) is differs and len(settings) == len(rows), (name, settings)
+        rows = _top_k_rows(tmp_path / name, _PATH, _BODY, body_b, frames, differs)
         if differs:
             assert rows[0]["a"].startswith("40") and rows[0]["b"].startswith("1"), rows
+
+
+def _top_k_rows(at: Path, path: str, body_a: dict, body_b: dict, frames: list[bytes], differs: bool) -> list[dict]:
+    """Compare's top_k rows of A asked ``body_a`` and B, its replay, ``body_b``: the only settings that
+    differ where ``differs``, none where not."""
+    a, b = at / "a", at / "b"
+    write_capture(a, [{"id": "x", "path": path, "body": body_a, "chunks": frames, "content_type": EVENTSTREAM}])
+    write_capture(b, [{"id": "y", "source_id": "x", "path": path, "body": body_b, "chunks": frames, "content_type": EVENTSTREAM}])
+    for side in (a, b):
+        enrich_with_a_dead_engine(side)
+    settings = compare(a, b, top=1)["config"]["settings"]
+    rows = [r for r in settings if r["setting"] == "top_k"]
+    assert bool(rows) is differs and len(settings) == len(rows), (at, settings)
+    return rows
 
 
 def test_amazon_nova_s_top_k_nested_in_an_inference_config_is_a_setting(tmp_path: Path) -> None:
@@ -285,16 +290,7 @@ def test_amazon_nova_s_top_k_nested_in_an_inference_config_is_a_setting(tmp_path
     assert read_request(_record([], path, nova(5))).sampling == {"max_tokens": 64, "temperature": 0, "top_k": 5}
     frames = answer_frames("4", "2")
     for name, top_k, differs in (("differ", 50, True), ("same", 5, False)):
-        a, b = tmp_path / name / "a", tmp_path / name / "b"
-        write_capture(a, [{"id": "x", "path": path, "body": nova(5), "chunks": frames, "content_type": EVENTSTREAM}])
-        write_capture(
-            b, [{"id": "y", "source_id": "x", "path": path, "body": nova(top_k), "chunks": frames, "content_type": EVENTSTREAM}]
-        )
-        for side in (a, b):
-            enrich_with_a_dead_engine(side)
-        settings = compare(a, b, top=1)["config"]["settings"]
-        rows = [r for r in settings if r["setting"] == "top_k"]
-        assert bool(rows) is differs and len(settings) == len(rows), (name, settings)
+        rows = _top_k_rows(tmp_path / name, path, nova(5), nova(top_k), frames, differs)
         if differs:
             assert rows[0]["a"].startswith("5") and rows[0]["b"].startswith("50"), rows
 
