@@ -165,4 +165,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: reason as the server its answer's shape names (they were never read: its output tokens uncounted).
 #: 114: an SGLang batch answer (a JSON array) to a /generate body of both TGI's and SGLang's shapes reads as
 #: SGLang's, per prompt; before, unreadable ("the body is not JSON"), its request api generate-ambiguous.
-DECODE_VERSION = 114
+#: 115: a Bedrock Converse path whose ARN came with its '/' unencoded (``/model/arn:...:inference-profile/x/converse``)
+#: reads the whole ARN as the exchange's model (it read none).
+DECODE_VERSION = 115

@@ -248,6 +248,10 @@ def test_a_converse_request_s_model_is_its_path_s() -> None:
         assert read_request(_record([], f"/model/{encoded}/{route}")).model == arn
         assert read_request(_record([], f"/gateway/model/{_MODEL}/{route}?x=1")).model == _MODEL
     assert read_request(_record([], _PATH)).model != read_request(_record([], _PATH.replace("haiku", "sonnet"))).model
+    for route in ("converse", "converse-stream"):  # an ARN whose '/' came unencoded: the whole ARN, as encoded
+        raw = read_request(_record([], f"/gw/model/{arn}/{route}?x=1")).model
+        assert raw == read_request(_record([], f"/model/{encoded}/{route}")).model == arn
+        assert read_request(_record([], f"/model/{arn.replace('haiku', 'sonnet')}/{route}")).model != raw
     assert read_request(_record([], "/v1/chat/completions", {**_BODY, "model": "m"})).model == "m"  # others' in the body still
 
 
