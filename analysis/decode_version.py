@@ -167,4 +167,7 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: SGLang's, per prompt; before, unreadable ("the body is not JSON"), its request api generate-ambiguous.
 #: 115: a Bedrock Converse path whose ARN came with its '/' unencoded (``/model/arn:...:inference-profile/x/converse``)
 #: reads the whole ARN as the exchange's model (it read none).
-DECODE_VERSION = 115
+#: 116: a cut SGLang /generate batch stream's kept tail gives its usage only where it holds every prompt's counts
+#: (a prompt that ended before the tail was left out of the batch's sum, silently); a cut batch answered as a
+#: JSON array whose head and tail are the whole body reads its usage and finish reason per prompt (it read none).
+DECODE_VERSION = 116
