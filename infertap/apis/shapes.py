@@ -511,7 +511,9 @@ def merge_unread(block: dict[str, Any], delta: dict[str, Any]) -> None:
 def _joined(had: Any, value: Any) -> Any:
     """``value``, a delta's piece, added to what its block ``had`` there; new objects, never ``had``
     changed in place (it may be an event's own, read again elsewhere)."""
-    if isinstance(value, str) and isinstance(had, str) or isinstance(value, list) and isinstance(had, list):
+    if isinstance(value, str) and isinstance(had, str):
+        return had + value
+    if isinstance(value, list) and isinstance(had, list):
         return had + value
     if isinstance(value, dict) and isinstance(had, dict):
         return {**had, **{k: _joined(had.get(k), v) for k, v in value.items()}}
