@@ -165,4 +165,9 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: reason as the server its answer's shape names (they were never read: its output tokens uncounted).
 #: 114: an SGLang batch answer (a JSON array) to a /generate body of both TGI's and SGLang's shapes reads as
 #: SGLang's, per prompt; before, unreadable ("the body is not JSON"), its request api generate-ambiguous.
-DECODE_VERSION = 114
+#: 115: a Bedrock Converse path whose ARN came with its '/' unencoded (``/model/arn:...:inference-profile/x/converse``)
+#: reads the whole ARN as the exchange's model (it read none).
+#: 116: a cut SGLang /generate batch stream's kept tail gives its usage only where it holds every prompt's counts
+#: (a prompt that ended before the tail was left out of the batch's sum, silently); a cut batch answered as a
+#: JSON array whose head and tail are the whole body reads its usage and finish reason per prompt (it read none).
+DECODE_VERSION = 116

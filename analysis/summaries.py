@@ -157,7 +157,9 @@ BATCH_BYTES = 8 << 20
 #: 89: a Responses answer that said "completed" with its request's max_output_tokens of output carries that limit
 #: (completed_at_limit): compare tells llama-server's word for a cut answer from a real finish difference.
 #: 90: an SGLang batch answer (a JSON array) to a /generate body of both TGI's and SGLang's shapes read as SGLang's, not unreadable.
-SUMMARY_VERSION = 90
+#: 91: a streamed block of a type not read (a /converse-stream image) is its start and every delta's pieces joined
+#: member by member, not the start's members replaced by its last delta's (two answers differing early were one).
+SUMMARY_VERSION = 91
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

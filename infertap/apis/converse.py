@@ -17,9 +17,10 @@ with ``usage`` and ``metrics``), its payload the event's JSON; a ``:message-type
 (or ``error``) message is the answer failing. Each is read as the object AWS's SDKs hand their
 caller, ``{eventType: payload}``, at the chunk its last byte came in: timed as any stream's events.
 
-The model is in the path alone (``/model/{modelId}/converse``, URL-encoded: an id, an ARN), and a
-model's own settings in ``additionalModelRequestFields`` (Anthropic's ``top_k`` at its top, Amazon
-Nova's ``topK`` in an ``inferenceConfig`` nested there): both read here.
+The model is in the path alone (``/model/{modelId}/converse``, URL-encoded: an id, an ARN; an ARN's
+``/`` sent unencoded is read as part of it too), and a model's own settings in
+``additionalModelRequestFields`` (Anthropic's ``top_k`` at its top, Amazon Nova's ``topK`` in an
+``inferenceConfig`` nested there): both read here.
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ SETTINGS = SettingsPlace(
 _COMMON = {own: name for name, own in SETTINGS.names.items()}
 #: Amazon Nova's own settings, in ``additionalModelRequestFields.inferenceConfig``, by the common names.
 _NOVA = {"topK": "top_k"}
-#: Where the model is: the path's ``{modelId}`` (URL-encoded), whatever comes before ``/model`` (a gateway's prefix).
-_MODEL = re.compile(r"/model/([^/?]+)/converse(?:-stream)?/?(?:\?|$)")
+#: Where the model is: the path's ``{modelId}``, whatever comes before ``/model`` (a gateway's prefix): all
+#: between the first ``/model/`` and the last ``/converse``, so that an ARN sent with its ``/`` unencoded (by a
+#: hand-written client, or a proxy that decoded it) is the whole ARN, not its last segment or none.
+_MODEL = re.compile(r"/model/([^?]+)/converse(?:-stream)?/?(?:\?|$)")
 #: What an event-stream body cut short, or damaged, is said to be (``Output.error``), before why.
 CUT = "the event stream was cut"
 #: A payload that is not a JSON object (``read.fold``'s words for each framing).
@@ -80,14 +83,15 @@ def _metrics(obj: dict[str, Any]) -> dict[str, Any] | None:
 
 def model_in_path(path: str | None) -> str | None:
     """The ``{modelId}`` of a Converse path, decoded (``anthropic.claude-3-haiku-20240307-v1:0``, an
-    ARN whose ``/`` came as ``%2F``); None where the path holds none."""
+    ARN whose ``/`` came as ``%2F`` or as itself); None where the path holds none."""
     found = _MODEL.search(path or "")
     return unquote(found.group(1)) if found else None
 
 
 def with_model(path: str, rename: Callable[[str], str | None]) -> str:
     """``path`` with its ``{modelId}`` renamed by ``rename`` (None: kept), quoted as the recorded one
-    was: the characters it sent unescaped (``:``, ``.``) stay so, any other is escaped (an ARN's ``/``)."""
+    was: the characters it sent unescaped (``:``, ``.``, an unencoded ARN's ``/``) stay so, any other is
+    escaped (an encoded ARN's ``/``)."""
     found = _MODEL.search(path)
     if found is None:
         return path

@@ -116,6 +116,26 @@ def batch_answers(answers: list[Any]) -> list[Any]:
     return [{_CHOICE: i, **a} if i and isinstance(a, dict) else a for i, a in enumerate(answers)]
 
 
+def batch_prompts(body: dict[str, Any] | None) -> int:
+    """How many prompts an SGLang ``/generate`` body asks: a ``text`` list's strings, an ``input_ids``
+    list's lists (a batch), else one."""
+    body = body or {}
+    text, ids = body.get("text"), body.get("input_ids")
+    if isinstance(text, list):
+        return len(text)
+    return len(ids) if isinstance(ids, list) and ids and all(isinstance(i, list) for i in ids) else 1
+
+
+def counted_prompts(usage: dict[str, Any]) -> set[int]:
+    """The prompts of a batch whose counts ``usage`` holds (``name#k``: the k-th prompt's, ``name`` the first's)."""
+    found = set()
+    for key in usage:
+        name, _, at = key.partition("#")
+        if name in _COUNTS and (not at or at.isdigit()):
+            found.add(int(at or 0))
+    return found
+
+
 class SglangGenerate(Api):
     name = "sglang-generate"
     finish_map: ClassVar[dict[str, str]] = {"stop": "stop", "length": "length", "abort": "error"}

@@ -23,6 +23,7 @@ from .body import decoding, encoded, ended_payloads, framing, head_of
 from .completed_tail import CompletedEnd, completed_end
 from .converse import stream_events
 from .eventstream import messages_after, read_messages
+from .generate import batch_prompts, counted_prompts
 from .kept_choices import asked_choices, kept_choices
 from .read import (
     _NOTHING,
@@ -33,10 +34,12 @@ from .read import (
     MESSAGES,
     OLLAMA_CHAT,
     RESPONSES,
+    SGLANG_GENERATE,
     _by_path,
     _eventstream,
     _loads,
     api_for,
+    batch_events,
     fold,
     request_json,
     response_not_kept,
@@ -126,7 +129,12 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
     (of AWS's binary framing, the first whole message that checks). Where the head and
     the tail together are the whole body (it passed the limit by less than the tail), the body is
     read whole, a JSON document too; a JSON document's end alone is not read (its usage can't be
-    told from a nested one without its start). None where the tail holds neither."""
+    told from a nested one without its start): so an SGLang ``/generate`` batch answered as a JSON
+    array is not read from its tail, which holds the last prompts' answers alone, by no index (which
+    prompts is unknown), while the batch's usage is every prompt's summed and its finish reason the
+    first prompt's, in the head. A streamed batch's tail gives its usage only where it holds every
+    prompt's counts (each prompt's last event says them): one that ended before the tail would be
+    left out of the sum. None where the tail holds neither."""
     tail = record.get("response_tail")
     if not isinstance(tail, bytes) or not tail or not response_not_kept(record) or encoded(record):
         return None
@@ -147,11 +155,18 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
         pieces = [rest[cut + len(sep) :]] if cut >= 0 else []  # none: not one whole event
     payloads, _ = ended_payloads(record, pieces, how) if pieces else ([], b"")  # a last event cut mid-way: skipped
     events = [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in payloads]
+    api, events = batch_events(api, events, how)  # a whole batch's array (contiguous): one event per answer
     if api is AMBIGUOUS_GENERATE:
         # A /generate body of both servers' shapes: its answer's shape says which server read it (as
         # read_response reads it); no event of either, no usage read.
         api = sniff(events) or api
     out = fold(api, events, how)
+    if api is SGLANG_GENERATE and out.usage is not None and not contiguous:
+        asked = batch_prompts(request_json(record))
+        if asked > 1 and not counted_prompts(out.usage) >= set(range(asked)):
+            # A batch's usage is every prompt's summed: a prompt that ended before the tail has its
+            # counts in the middle not kept, and the tail's alone would be taken for the batch's.
+            out.usage = out.prompt_tokens = out.cached_tokens = out.output_tokens = None
     choices: tuple[int, int | None] | None = None
     if api in (CHAT, COMPLETIONS) and how == "sse" and ((asked := asked_choices(record, api)) > 1 or out.choices):
         if contiguous:  # the whole body: read as a whole answer is

@@ -281,14 +281,7 @@ def read_response(record: Mapping[str, Any], api: Api | None = None, plain: byte
     how = framing(record, head_of(pieces))
     payloads, rest = ended_payloads(record, pieces, how)
     events = [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in payloads]
-    if api is AMBIGUOUS_GENERATE and how == "json" and len(events) == 1 and isinstance(whole := events[0].obj, list):
-        # a body of both servers' shapes answered by an array: SGLang's answer to a batch, where its first answer is SGLang's
-        first = [Event(events[0].chunk, events[0].data, _NOTHING, answer) for answer in whole[:1]]
-        api = SGLANG_GENERATE if sniff(first) is SGLANG_GENERATE else api
-    if api in (LLAMACPP, SGLANG_GENERATE) and how == "json" and len(events) == 1 and isinstance(whole := events[0].obj, list):
-        # several prompts in one request: an array of answers, each read as a streamed event of its own
-        answers = batch_answers(whole) if api is SGLANG_GENERATE else whole
-        events = [Event(events[0].chunk, events[0].data, _NOTHING, answer) for answer in answers]
+    api, events = batch_events(api, events, how)
     out = fold(api, events, how)
     if not out.readable:
         other = sniff(events)
@@ -387,6 +380,21 @@ _NOT_JSON = {
     "json": "the body is not JSON",
     "eventstream": NOT_JSON,
 }
+
+
+def batch_events(api: Api, events: list[Event], how: str) -> tuple[Api, list[Event]]:
+    """A whole JSON body that is an array of answers (several prompts in one request: llama.cpp's,
+    SGLang's batch) as one event per answer, and the API that reads them; any other as it is."""
+    if how != "json" or len(events) != 1 or not isinstance(whole := events[0].obj, list):
+        return api, events
+    if api is AMBIGUOUS_GENERATE:
+        # a body of both servers' shapes answered by an array: SGLang's answer to a batch, where its first answer is SGLang's
+        first = [Event(events[0].chunk, events[0].data, _NOTHING, answer) for answer in whole[:1]]
+        api = SGLANG_GENERATE if sniff(first) is SGLANG_GENERATE else api
+    if api in (LLAMACPP, SGLANG_GENERATE):
+        answers = batch_answers(whole) if api is SGLANG_GENERATE else whole
+        events = [Event(events[0].chunk, events[0].data, _NOTHING, answer) for answer in answers]
+    return api, events
 
 
 def fold(api: Api, events: list[Event], how: str) -> Output:

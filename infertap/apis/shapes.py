@@ -500,17 +500,24 @@ def layout_entry(kind: Any, chars: int = 0, cited: int = 0) -> str:
 
 def merge_unread(block: dict[str, Any], delta: dict[str, Any]) -> None:
     """A streamed delta of a type no adapter reads added to its block as an SDK accumulates one: text
-    appended to text, a list extended, anything else set; so a block streamed reads as it does whole."""
+    appended to text, a list extended, an object joined member by member (Bedrock nests a delta's
+    pieces: ``{"image": {"source": {"bytes": ...}}}``), anything else set; so a block streamed reads
+    as it does whole, and no earlier piece is lost to a later one."""
     for key, value in delta.items():
-        if key == "type":
-            continue
-        had = block.get(key)
-        if isinstance(value, str) and isinstance(had, str):
-            block[key] = had + value
-        elif isinstance(value, list) and isinstance(had, list):
-            block[key] = had + value
-        else:
-            block[key] = value
+        if key != "type":
+            block[key] = _joined(block.get(key), value)
+
+
+def _joined(had: Any, value: Any) -> Any:
+    """``value``, a delta's piece, added to what its block ``had`` there; new objects, never ``had``
+    changed in place (it may be an event's own, read again elsewhere)."""
+    if isinstance(value, str) and isinstance(had, str):
+        return had + value
+    if isinstance(value, list) and isinstance(had, list):
+        return had + value
+    if isinstance(value, dict) and isinstance(had, dict):
+        return {**had, **{k: _joined(had.get(k), v) for k, v in value.items()}}
+    return value
 
 
 def canonical_result(value: Any, places: Mapping[str, int] | None = None) -> str:

@@ -248,6 +248,10 @@ def test_a_converse_request_s_model_is_its_path_s() -> None:
         assert read_request(_record([], f"/model/{encoded}/{route}")).model == arn
         assert read_request(_record([], f"/gateway/model/{_MODEL}/{route}?x=1")).model == _MODEL
     assert read_request(_record([], _PATH)).model != read_request(_record([], _PATH.replace("haiku", "sonnet"))).model
+    for route in ("converse", "converse-stream"):  # an ARN whose '/' came unencoded: the whole ARN, as encoded
+        raw = read_request(_record([], f"/gw/model/{arn}/{route}?x=1")).model
+        assert raw == read_request(_record([], f"/model/{encoded}/{route}")).model == arn
+        assert read_request(_record([], f"/model/{arn.replace('haiku', 'sonnet')}/{route}")).model != raw
     assert read_request(_record([], "/v1/chat/completions", {**_BODY, "model": "m"})).model == "m"  # others' in the body still
 
 
@@ -550,3 +554,44 @@ def test_answers_served_otherwise_are_said_to_differ_in_config_and_the_same_matc
     result = compare(a, b, top=4)
     assert result["config"]["served"] == {"a": 3, "b": 3, "pairs_differ": 0}, result["config"]["served"]
     assert result["divergence"]["exact_match_rate"] == 1
+
+
+def _pieced_block(i: int, form: str, *pieces: str, pad: str = "abc") -> list[bytes]:
+    """A block of a type not read (an image) whose bytes come in ``pieces``, one ``contentBlockDelta`` each."""
+    deltas = ({"contentBlockIndex": i, "delta": {"image": {"source": {"bytes": p}}}} for p in pieces)
+    return [
+        event_frame("contentBlockStart", {"contentBlockIndex": i, "start": {"image": {"format": form}}}, pad),
+        *(event_frame("contentBlockDelta", d, pad) for d in deltas),
+        event_frame("contentBlockStop", {"contentBlockIndex": i}, pad),
+    ]
+
+
+def test_an_unread_block_streamed_in_pieces_is_all_its_pieces_joined(tmp_path: Path) -> None:
+    """Bedrock nests a delta's piece (``{"image": {"source": {"bytes": ...}}}``): a block of a type not
+    read is its start and every piece joined, member by member, as text is; not its last piece alone.
+    Two such blocks differing in an earlier piece, or in their start, differ; the same bytes in other
+    pieces are the same block."""
+    out = read_response(_record(_blocks(_pieced_block(0, "png", "iVBO", "RW0K", "GgoA"))))
+    assert [json.loads(o) for o in out.others] == [{"image": {"format": "png", "source": {"bytes": "iVBORW0KGgoA"}}}]
+    differ = {
+        "earlier": (
+            _STREAMED,
+            _blocks(_pieced_block(0, "png", "iVBO", "GgoA")),
+            _blocks(_pieced_block(0, "png", "XXXX", "GgoA")),
+        ),
+        "start": (_STREAMED, _blocks(_pieced_block(0, "png", "iVBO", "GgoA")), _blocks(_pieced_block(0, "jpeg", "iVBO", "GgoA"))),
+    }
+    a, b = pair_captures(tmp_path / "differ", differ)
+    d = compare(a, b, top=len(differ))["divergence"]
+    assert d["counts"].get("exact", 0) == 0, d["counts"]
+    assert sum(r["read_both"] for r in d["readable"].values()) == len(differ)
+    same = {
+        "pieces": (
+            _STREAMED,
+            awkward(_blocks(_pieced_block(0, "png", "iVBO", "RW0K", "GgoA"))),
+            [b"".join(_blocks(_pieced_block(0, "png", "iVBORW", "0KGgoA", pad="zz")))],
+        )
+    }
+    a, b = pair_captures(tmp_path / "same", same)
+    d = compare(a, b, top=1)["divergence"]
+    assert d["exact_match_rate"] == 1 and sum(r["read_both"] for r in d["readable"].values()) == 1

@@ -423,3 +423,48 @@ def test_a_cut_generate_answer_to_a_body_of_both_servers_shapes_is_read_as_the_s
     record["request_body"] = json.dumps(both).encode()
     got = tail_usage(record)
     assert got is not None and (got.output_tokens, got.finish_reason) == (2, "stop")
+
+
+def _sglang_batch_events(*prompts: tuple[int, int]) -> bytes:
+    """SGLang's stream of a batch: each ``(index, n)`` in turn, that prompt's ``n`` events (each the
+    text so far, the last with its finish and counts), its ``index`` on each but the first prompt's."""
+    events = []
+    for index, count in prompts:
+        for i in range(count):
+            done = {"type": "length", "length": count} if i == count - 1 else None
+            meta = {"id": f"s{index}", "prompt_tokens": 6 + index, "completion_tokens": i + 1, "finish_reason": done}
+            said = {"text": "word " * (i + 1), "meta_info": meta, **({"index": index} if index else {})}
+            events.append(b"data: " + json.dumps(said).encode() + b"\n\n")
+    return b"".join(events) + b"data: [DONE]\n\n"
+
+
+def test_a_cut_sglang_batch_s_usage_is_every_prompt_s_or_unknown() -> None:
+    """A batch's usage is every prompt's summed: a cut batch stream whose tail holds one prompt's
+    events alone (the other ended in the middle not kept) has no usage, never that prompt's taken
+    for the batch's; its finish reason (the first prompt's, ended in the tail) is still read. A tail
+    holding every prompt's end reads the whole answer's counts. A batch answered as a JSON array is
+    not read from its end (which prompts' answers it holds is unknown), its head and tail together
+    the whole body read exactly. For an SGLang body and one of both servers' shapes alike."""
+    sglang = {"text": ["a", "b"], "sampling_params": {"max_new_tokens": 900}}
+    both = {**sglang, "inputs": "a", "parameters": {"max_new_tokens": 9}}
+    for request in (sglang, both):
+        asked = {**request, "stream": True}
+        whole, cut = _whole_and_cut("/generate", asked, _sglang_batch_events((1, 1), (0, 900)))  # the second's end in the head
+        assert whole.prompt_tokens == 6 + 7 and whole.output_tokens == 900 + 1 and whole.finish_reason == "length"
+        assert cut is not None and cut.usage is None and (cut.prompt_tokens, cut.output_tokens) == (None, None), request
+        assert (cut.finish_reason, cut.finish_reason_raw) == ("length", "length")
+        # The match: the second prompt's end in the tail too, the whole answer's counts.
+        whole, cut = _whole_and_cut("/generate", asked, _sglang_batch_events((0, 900), (1, 3)))
+        assert whole.prompt_tokens == 6 + 7 and whole.output_tokens == 900 + 3, request
+        assert cut is not None and (cut.prompt_tokens, cut.output_tokens, cut.finish_reason) == (13, 903, "length"), request
+        # A JSON array: its end alone says nothing; with its head, the whole body, exactly.
+        answers = [
+            {"text": "word " * n, "meta_info": {"prompt_tokens": 6 + i, "completion_tokens": n}} for i, n in enumerate((9, 20000))
+        ]
+        answers[0]["meta_info"]["finish_reason"] = {"type": "stop"}
+        array = json.dumps(answers).encode()
+        record = _cut("/generate", array[:40], array[-4096:], len(array), [["content-type", "application/json"]])
+        record["request_body"] = json.dumps(request).encode()
+        assert tail_usage(record) is None, request
+        got = tail_usage({**record, "response_tail": array[40:]})
+        assert got is not None and (got.prompt_tokens, got.output_tokens, got.finish_reason) == (13, 20009, "stop"), request

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from infertap.apis import read_request
 from infertap.capture.reader import CaptureReader
 from infertap.replay import ReplayConfig, Transforms, run_replay
-from infertap.replay.workload import Filters
+from infertap.replay.workload import Filters, WorkloadError
 from tests.helpers import write_capture
 
 HAIKU = "anthropic.claude-3-haiku-20240307-v1:0"
@@ -63,3 +65,30 @@ def test_models_selects_converse_requests_by_their_path(fake, tmp_path):
     assert [p for p, _ in _replay(fake, tmp_path, "haiku", Transforms(), models=(HAIKU,))] == [f"/model/{HAIKU}/converse"]
     assert [p for p, _ in _replay(fake, tmp_path, "arn", Transforms(), models=(ARN,))] == [ARN_PATH]
     assert len(list(CaptureReader(tmp_path / "arn").exchanges())) == 1
+
+
+RAW_ARN_PATH = f"/model/{ARN}/converse"  # the ARN's ':' and '/' as themselves: a hand-written client's, a decoding proxy's
+
+
+def test_an_arn_sent_unencoded_is_read_selected_and_renamed_whole(fake, tmp_path):
+    """An ARN whose ``/`` came unencoded is the whole ARN, not its last segment: ``--filter model=``
+    selects it by it, ``--model-map`` renames it, written back as it came (``/`` and ``:`` as themselves)."""
+    write_capture(
+        tmp_path / "src",
+        [
+            {"path": RAW_ARN_PATH, "body": _BODY, "chunks": [b"{}"]},
+            {"path": f"/model/{HAIKU}/converse", "body": _BODY, "chunks": [b"{}"]},
+        ],
+    )
+    assert [p for p, _ in _replay(fake, tmp_path, "arn", Transforms(), models=(ARN,))] == [RAW_ARN_PATH]
+    with pytest.raises(WorkloadError, match="no exchange is left to replay after the filters"):
+        _replay(fake, tmp_path, "tail", Transforms(), models=("us.anthropic.claude-3-haiku",))  # its last segment: no model
+    other = ARN.replace("haiku", "sonnet")
+    mapped = _replay(fake, tmp_path, "mapped", Transforms(model_map={ARN: other}))
+    assert sorted(mapped) == sorted([(f"/model/{other}/converse", _BODY), (f"/model/{HAIKU}/converse", _BODY)])
+    asked = sorted(read_request(x).model for x in CaptureReader(tmp_path / "mapped").exchanges())
+    assert asked == sorted([other, HAIKU])
+    # The match: no transform sends each path as recorded; a map of the ARN's last segment alone renames nothing.
+    plain = _replay(fake, tmp_path, "plain", Transforms())
+    assert sorted(plain) == sorted([(RAW_ARN_PATH, _BODY), (f"/model/{HAIKU}/converse", _BODY)])
+    assert sorted(_replay(fake, tmp_path, "segment", Transforms(model_map={"us.anthropic.claude-3-haiku": "x"}))) == sorted(plain)
