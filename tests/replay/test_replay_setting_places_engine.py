@@ -61,14 +61,16 @@ def test_a_set_limit_and_stop_are_the_ones_llama_server_applies_on_responses_and
     assert {path: tokens for path, (tokens, _, _) in limited.items()} == dict.fromkeys(plain, LIMIT)
     assert limited["/v1/messages"][1] == "length"
 
-    # A stop at a piece of the unstopped answer past its start (where it is first seen there): the
-    # stopped answer ends before it.
-    said = plain["/v1/messages"][2].strip()
-    stop = next(said[k : k + 3] for k in range(1, len(said) - 2) if said.find(said[k : k + 3]) == k)
-    stopped = replay("stopped", Transforms(set_values=[("stop", [stop])]))
+    # Stops that any answer of words or numbers holds within its first tokens: the stopped answer ends
+    # at one, as the engine says. (Not a piece of the unstopped answer: llama-server's answers to the
+    # same request at temperature 0 differ from one request to the next on a server that has served
+    # others, its prompt cache reused, so the next answer need not hold it.)
+    stops = [" ", ",", ".", "\n", "e", "o", "1", "2"]
+    assert any(s in plain["/v1/messages"][2] for s in stops), plain  # without them, the answer runs past them
+    stopped = replay("stopped", Transforms(set_values=[("stop", stops)]))
     tokens, finish, text = stopped["/v1/messages"]
-    assert stop not in text and finish == "stop", (stop, said, text)
-    assert tokens is not None and tokens < plain["/v1/messages"][0]
+    assert finish == "stop" and not any(s in text for s in stops), (stops, plain["/v1/messages"], text)
+    assert tokens is not None and tokens < RECORDED
 
 
 def test_pin_defaults_of_a_llama_server_source_leave_min_p_out_of_messages_alone(llama_server_engine, tmp_path):
