@@ -770,11 +770,10 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
         item["stop_details"] = [sa.stop_details, sb.stop_details]
     # What the API did to the input before the model read it (the effective input), and how the server
     # served the answer (Bedrock's trace, latency tier): config or outcome facts, not the answer.
-    for fact, a_said, b_said, differ in (
-        ("input_changes", sa.input_changes, sb.input_changes, "input_changes_differ"),
-        ("served", sa.served, sb.served, "served_differ"),
+    for fact, stem, a_said, b_said, differ in (
+        ("input_changes", "input_changed", sa.input_changes, sb.input_changes, "input_changes_differ"),
+        ("served", "served", sa.served, sb.served, "served_differ"),
     ):
-        stem = "input_changed" if fact == "input_changes" else fact
         if a_said is not None:
             counts[f"{stem}_a"] += 1
         if b_said is not None:
